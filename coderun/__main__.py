@@ -1,0 +1,3 @@
+from coderun.cli.main import main
+
+main()

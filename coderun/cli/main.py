@@ -1,0 +1,33 @@
+"""Entry point: registers the command groups and nothing else."""
+
+from __future__ import annotations
+
+import typer
+
+from coderun import __version__
+from coderun.cli import env, projects
+from coderun.cli._common import CoderunGroup
+
+app = typer.Typer(
+    cls=CoderunGroup, no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False,
+    help="coderun: benchmark code generation inside real projects.")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"coderun {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
+    """coderun: benchmark code generation inside real projects."""
+
+
+app.add_typer(projects.app, name="projects")
+app.add_typer(env.app, name="env")
+
+
+def main() -> None:
+    app()

@@ -1,0 +1,247 @@
+"""Project manifests (`projects/*.yaml`): schema, loading with located errors, and lookup by name.
+
+A manifest is converted once, here, into a frozen `Manifest`; every later stage takes only that.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from coderun.config import BUILTIN_PROJECTS_DIR, Settings
+from coderun.errors import ManifestError, ProjectNotFound
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GitSource(_Strict):
+    url: str = Field(description="clone URL, file:// URL or local path of a git repository")
+    rev: str = Field(description="tag, branch or full commit; resolved and recorded as a commit sha")
+
+
+class Source(_Strict):
+    git: GitSource | None = None
+    pypi: str | None = Field(None, description='"pkg==version": the sdist from the package index')
+    path: str | None = Field(None, description="a directory, relative to the manifest file")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Source:
+        given = [k for k in ("git", "pypi", "path") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                f"give exactly one of git, pypi, path (got {', '.join(given) if given else 'none'})")
+        return self
+
+    @field_validator("pypi")
+    @classmethod
+    def _pinned(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!_-]+", v.strip()):
+            raise ValueError(f'pypi source must be pinned as "name==version", got {v!r}')
+        return v.strip() if v else v
+
+    @property
+    def kind(self) -> str:
+        return "git" if self.git else "pypi" if self.pypi else "path"
+
+
+class Install(_Strict):
+    requirements: list[str] = Field(default_factory=list, description="pip requirement strings")
+    requirements_files: list[str] = Field(default_factory=list, description="files in the repository")
+    extras: list[str] = Field(default_factory=list, description="extras of the project to install")
+    project: bool = Field(False, description="also pip-install the project itself (--no-deps) for its "
+                          "metadata and entry points; its code is always imported from the sample's copy")
+    pip_args: list[str] = Field(default_factory=list, description="extra arguments for pip install")
+    apt: list[str] = Field(default_factory=list, description="Debian packages (docker backend only)")
+    pre_install: list[str] = Field(default_factory=list, description="shell commands run in the "
+                                   "source tree before pip")
+
+
+class IgnoredTest(_Strict):
+    test: str = Field(description="pytest node id or node id prefix")
+    reason: str
+
+
+class Tests(_Strict):
+    runner: Literal["pytest", "unittest"] = "pytest"
+    paths: list[str] = Field(default_factory=list, description="test files or directories")
+    args: list[str] = Field(default_factory=list, description="extra runner arguments")
+    timeout_per_test: float = Field(60.0, gt=0, description="seconds one test may take")
+    timeout: float = Field(1800.0, gt=0, description="seconds the whole run may take")
+    env: dict[str, str] = Field(default_factory=dict)
+    ignore: list[IgnoredTest] = Field(default_factory=list)
+
+
+class TaskTarget(_Strict):
+    function: str = Field(description='"path/to/file.py::Qual.name"')
+    human_docstring: str | None = None
+    aliases: list[str] = Field(default_factory=list, description="other ids, e.g. a CoderEval _id")
+
+    @field_validator("function")
+    @classmethod
+    def _form(cls, v: str) -> str:
+        file, sep, qual = v.partition("::")
+        if not sep or not file.endswith(".py") or not qual:
+            raise ValueError(f'task function must look like "pkg/mod.py::Class.method", got {v!r}')
+        return v
+
+    @property
+    def file(self) -> str:
+        return self.function.partition("::")[0]
+
+    @property
+    def qualname(self) -> str:
+        return self.function.partition("::")[2]
+
+
+class Discovery(_Strict):
+    enabled: bool = True
+    min_body_lines: int = Field(4, ge=1, description="CoderEval: more than three lines of body")
+    max_context_tokens: int | None = Field(None, ge=1)
+    include: list[str] = Field(default_factory=list, description="file globs to search (default: all "
+                               "non-test files)")
+    exclude: list[str] = Field(default_factory=list, description="file globs to skip")
+    limit: int | None = Field(None, ge=0, description="at most this many discovered tasks")
+
+
+class TaskRules(_Strict):
+    targets: list[TaskTarget] = Field(default_factory=list)
+    discover: Discovery = Field(default_factory=Discovery)
+
+
+class Manifest(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    description: str = ""
+    source: Source
+    python: str = Field(pattern=r"^3\.\d+$", description='"3.9", "3.11"…')
+    import_root: str = Field(".", description="directory put on sys.path (e.g. src)")
+    install: Install = Field(default_factory=Install)
+    tests: Tests = Field(default_factory=Tests)
+    tasks: TaskRules = Field(default_factory=TaskRules)
+
+    # Where the manifest was read from; not part of its content or its hash.
+    origin: Path | None = Field(None, exclude=True)
+
+    def spec_hash(self, *parts: str) -> str:
+        """A short hash of the manifest content plus anything else that built an artefact."""
+        payload = json.dumps(self.model_dump(mode="json"), sort_keys=True) + "|".join(parts)
+        return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+    def install_hash(self, *parts: str) -> str:
+        payload = json.dumps(
+            {"python": self.python, "install": self.install.model_dump(mode="json")}, sort_keys=True)
+        return hashlib.sha256((payload + "|".join(parts)).encode()).hexdigest()[:16]
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading with located errors
+
+
+def _line_of(node: yaml.Node | None, loc: tuple) -> int | None:
+    """Walk a composed YAML node along a pydantic error location to the line it points at."""
+    line = None
+    for key in loc:
+        if node is None:
+            break
+        line = node.start_mark.line + 1
+        if isinstance(node, yaml.MappingNode):
+            nxt = None
+            for k, v in node.value:
+                if k.value == key:
+                    line, nxt = k.start_mark.line + 1, v
+                    break
+            node = nxt
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            node = node.value[key]
+        else:
+            node = None
+    if node is not None:
+        line = node.start_mark.line + 1
+    return line
+
+
+def _format_errors(path: Path, root: yaml.Node | None, exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = tuple(x for x in err["loc"] if not (isinstance(x, str) and x in ("function-after",)))
+        field = ".".join(str(x) for x in loc) or "(top level)"
+        where = _line_of(root, loc)
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key (check its spelling and indentation)"
+        prefix = f"{path}:{where}" if where else str(path)
+        lines.append(f"{prefix}: field '{field}': {msg}")
+    return "\n".join(lines)
+
+
+def parse_manifest(text: str, path: Path) -> Manifest:
+    try:
+        root = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark else ""
+        raise ManifestError(f"{path}{where}: not valid YAML: {getattr(e, 'problem', e)}") from None
+    if not isinstance(data, dict):
+        raise ManifestError(f"{path}: a manifest is a YAML mapping with at least name, source, python")
+    try:
+        return Manifest.model_validate({**data, "origin": path})
+    except ValidationError as e:
+        raise ManifestError(_format_errors(path, root, e),
+                            hint="see the manifest reference in README.md") from None
+
+
+def load_manifest(path: Path) -> Manifest:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise ManifestError(f"{path}: cannot read manifest: {e.strerror}") from None
+    return parse_manifest(text, path.resolve())
+
+
+def manifest_dirs(settings: Settings) -> list[Path]:
+    return [BUILTIN_PROJECTS_DIR, *settings.project_dirs]
+
+
+def manifest_files(settings: Settings) -> list[Path]:
+    files: list[Path] = []
+    for d in manifest_dirs(settings):
+        if d.is_dir():
+            files += sorted(d.glob("*.yaml")) + sorted(d.glob("*.yml"))
+    return files
+
+
+def find_manifest(name_or_path: str, settings: Settings) -> Manifest:
+    """A path to a manifest file, or the name of a built-in or user manifest (user dirs win)."""
+    p = Path(name_or_path)
+    if p.suffix in (".yaml", ".yml") or p.is_file():
+        if not p.is_file():
+            raise ProjectNotFound(f"manifest file {p} does not exist")
+        return load_manifest(p)
+    for d in reversed(manifest_dirs(settings)):
+        for ext in (".yaml", ".yml"):
+            if (d / f"{name_or_path}{ext}").is_file():
+                return load_manifest(d / f"{name_or_path}{ext}")
+    for f in manifest_files(settings):
+        try:
+            m = load_manifest(f)
+        except ManifestError:
+            continue
+        if m.name == name_or_path:
+            return m
+    known = ", ".join(sorted(f.stem for f in manifest_files(settings))) or "none"
+    raise ProjectNotFound(f"no project named {name_or_path!r}",
+                          hint=f"known projects: {known}; or pass a path to a manifest file, "
+                               "or add a directory with --projects / CODERUN_PROJECTS")
+
+
+def all_manifests(settings: Settings) -> list[Manifest]:
+    return [load_manifest(f) for f in manifest_files(settings)]

@@ -1,0 +1,129 @@
+"""Typed records that travel between pipeline stages (and are saved to disk / the run store).
+
+Stages exchange these, never loose dicts: baseline test outcomes (environments → tasks → grading),
+analysis contexts (analyzer → tasks → prompts → Acc@k) and task records (tasks → prompts → evaluation).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Level(str, Enum):
+    """CoderEval's runnable levels, in increasing order of dependency (Table 1)."""
+
+    SELF_CONTAINED = "self_contained"
+    SLIB_RUNNABLE = "slib_runnable"
+    PLIB_RUNNABLE = "plib_runnable"
+    CLASS_RUNNABLE = "class_runnable"
+    FILE_RUNNABLE = "file_runnable"
+    PROJECT_RUNNABLE = "project_runnable"
+
+    @property
+    def rank(self) -> int:
+        return list(Level).index(self)
+
+    @property
+    def standalone(self) -> bool:
+        return self in (Level.SELF_CONTAINED, Level.SLIB_RUNNABLE)
+
+    @classmethod
+    def parse(cls, value: str) -> Level:
+        try:
+            return cls(value)
+        except ValueError:
+            from coderun.errors import UsageError
+
+            raise UsageError(f"unknown level {value!r}; one of: {', '.join(v.value for v in cls)}") from None
+
+
+class Record(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ContextSet(Record):
+    """CoderEval's context shape: type references, API invocations, variable references."""
+
+    classes: list[str] = Field(default_factory=list)
+    apis: list[str] = Field(default_factory=list)
+    vars: list[str] = Field(default_factory=list)
+
+    def tokens(self) -> list[str]:
+        return [*self.classes, *self.apis, *self.vars]
+
+
+Outcome = Literal["passed", "failed", "error", "skipped"]
+
+
+class TestOutcome(Record):
+    __test__ = False  # not a pytest test class
+
+    nodeid: str
+    outcome: Outcome
+    duration: float = 0.0
+    message: str = ""
+
+
+class Baseline(Record):
+    """Every test's outcome on the original code, as recorded when an environment is built."""
+
+    project: str
+    commit: str
+    python: str
+    backend: Literal["local", "docker"]
+    tests: list[TestOutcome]
+    ignored: list[str] = Field(default_factory=list)
+    duration: float = 0.0
+    exit_code: int = 0
+
+    def counts(self) -> dict[str, int]:
+        out = {"passed": 0, "failed": 0, "error": 0, "skipped": 0}
+        for t in self.tests:
+            out[t.outcome] += 1
+        out["ignored"] = len(self.ignored)
+        return out
+
+    def passing(self) -> set[str]:
+        return {t.nodeid for t in self.tests if t.outcome == "passed"}
+
+
+class TaskStatus(str, Enum):
+    VERIFIED = "verified"      # original passes its tests three times; a missing body fails one
+    WEAK = "weak"              # the tests do not notice the body missing
+    FLAKY = "flaky"            # every mapped test was flaky
+    UNCOVERED = "uncovered"    # no test executes the body
+    BROKEN = "broken"          # the original does not pass its own tests
+    UNRESOLVED = "unresolved"  # the manifest names a function the analyzer cannot find
+
+
+class Task(Record):
+    """One function to regenerate inside its project."""
+
+    task_id: str                       # "project/path/to/file.py::Class.method"
+    aliases: list[str] = Field(default_factory=list)
+    project: str
+    commit: str
+    file: str                          # relative to the repository root
+    qualname: str
+    name: str
+    lineno: int
+    end_lineno: int
+    is_async: bool = False
+    class_name: str | None = None
+    signature: str
+    docstring: str
+    human_docstring: str | None = None
+    source: str                        # the original function, decorators included
+    level: Level
+    oracle_context: ContextSet = Field(default_factory=ContextSet)
+    all_context: ContextSet = Field(default_factory=ContextSet)
+    tests: list[str] = Field(default_factory=list)          # pytest node ids
+    test_files: list[str] = Field(default_factory=list)
+    test_durations: dict[str, float] = Field(default_factory=dict)
+    mapping: Literal["coverage", "filename", "none"] = "none"
+    flaky_tests: list[str] = Field(default_factory=list)
+    status: TaskStatus = TaskStatus.UNCOVERED
+    explicit: bool = False             # listed in the manifest rather than discovered
