@@ -127,3 +127,29 @@ class Task(Record):
     flaky_tests: list[str] = Field(default_factory=list)
     status: TaskStatus = TaskStatus.UNCOVERED
     explicit: bool = False             # listed in the manifest rather than discovered
+
+
+class Evidence(Record):
+    """What one sample's test run showed, as read from outside the sample's reach."""
+
+    expected: list[str]                      # node ids that had to run
+    outcomes: list[TestOutcome] = Field(default_factory=list)  # from the reporter channel
+    exit_code: int | None = None             # of the test process, seen from outside
+    timed_out: bool = False
+    infra_error: str | None = None           # the sandbox broke: neither pass nor fail
+    duration: float = 0.0
+    log_tail: str = ""                       # last lines of stdout/stderr (for failure classes)
+    log_path: str | None = None
+    tampering: list[str] = Field(default_factory=list)  # signs the sample touched the test machinery
+
+
+class VerdictKind(str, Enum):
+    PASS = "pass"
+    FAIL = "fail"
+    INFRA = "infra"
+
+
+class Verdict(Record):
+    verdict: VerdictKind
+    failure: str | None = None               # failure class when not a pass (see runner/taxonomy)
+    reason: str = ""                          # one line a person can read
