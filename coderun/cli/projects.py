@@ -1,0 +1,70 @@
+"""`coderun projects`: list, show, validate and draft project manifests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from coderun.cli._common import JsonOption, ProjectsDirOption, console, err_console, print_json, settings
+from coderun.errors import ManifestError
+from coderun.manifest import find_manifest, load_manifest, manifest_files
+from coderun.sources import describe_source
+
+app = typer.Typer(no_args_is_help=True, help="Project manifests: the repositories a benchmark runs in.")
+
+
+@app.command("list")
+def list_projects(projects_dir: list[Path] = ProjectsDirOption, as_json: bool = JsonOption) -> None:
+    """List built-in and user manifests."""
+    s = settings(projects_dir)
+    rows = []
+    for f in manifest_files(s):
+        try:
+            m = load_manifest(f)
+            rows.append({"name": m.name, "python": m.python, "source": describe_source(m), "file": str(f),
+                         "tasks": len(m.tasks.targets), "error": None})
+        except ManifestError as e:
+            rows.append({"name": f.stem, "python": "", "source": "", "file": str(f), "tasks": 0,
+                         "error": e.message})
+    if as_json:
+        print_json(rows)
+        return
+    table = Table("name", "python", "source", "listed tasks", "manifest")
+    for r in rows:
+        table.add_row(r["name"], r["python"], r["source"] or f"[red]invalid: {r['error']}[/]",
+                      str(r["tasks"]), r["file"])
+    console.print(table)
+
+
+@app.command("show")
+def show(project: str = typer.Argument(..., help="Name of a project, or a path to a manifest."),
+         projects_dir: list[Path] = ProjectsDirOption, as_json: bool = JsonOption) -> None:
+    """Show a manifest with its defaults filled in."""
+    m = find_manifest(project, settings(projects_dir))
+    data = m.model_dump(mode="json")
+    if as_json:
+        print_json({**data, "origin": str(m.origin)})
+        return
+    import yaml
+
+    console.print(f"[dim]# {m.origin}[/]")
+    console.print(yaml.safe_dump(data, sort_keys=False), highlight=False, markup=False)
+
+
+@app.command("validate")
+def validate(paths: list[Path] = typer.Argument(None, help="Manifest files (default: every known one)."),
+             projects_dir: list[Path] = ProjectsDirOption) -> None:
+    """Validate manifests; exit code 2 when any is invalid."""
+    files = list(paths) if paths else manifest_files(settings(projects_dir))
+    bad = 0
+    for f in files:
+        try:
+            m = load_manifest(f)
+            console.print(f"[green]ok[/]    {m.name:<20} {f}")
+        except ManifestError as e:
+            bad += 1
+            err_console.print(f"[red]error[/] {e}", highlight=False)
+    if bad:
+        raise typer.Exit(2)

@@ -1,0 +1,203 @@
+"""Local environments: a venv per project (the embedded default backend), with a recorded baseline.
+
+Layout of `$CODERUN_HOME/envs/<project>-<key>/` (key = hash of python version, install spec, commit):
+    venv/            the virtual environment (dependencies, pytest, coverage; never the project's code)
+    env.json         what built it and how long it took
+    baseline.json    every test's outcome on the original code (coderun.records.Baseline)
+    logs/            pip and test logs
+The project's code is always imported from a tree given by PYTHONPATH, so a copy with a spliced
+function is what the tests see, never an installed version.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from coderun.config import Settings
+from coderun.envs.progress import Steps
+from coderun.errors import EnvironmentBuildError
+from coderun.manifest import Manifest
+from coderun.records import Baseline
+from coderun.sources import Checkout, checkout
+from coderun.testrun import parse_junit, pytest_command, test_env
+
+ENV_RECIPE_VERSION = "1"
+# Test tooling every environment gets unless the manifest pins its own.
+_TOOLING = {"pytest": "pytest", "coverage": "coverage"}
+
+
+@dataclass(frozen=True)
+class LocalEnv:
+    project: str
+    path: Path
+    python: Path
+    checkout: Checkout
+    key: str
+
+    @property
+    def baseline_path(self) -> Path:
+        return self.path / "baseline.json"
+
+    @property
+    def logs(self) -> Path:
+        return self.path / "logs"
+
+    @property
+    def ready(self) -> bool:
+        return (self.path / "env.json").is_file() and self.baseline_path.is_file()
+
+
+def _env_for(manifest: Manifest, settings: Settings, co: Checkout) -> LocalEnv:
+    key = manifest.install_hash(co.commit, ENV_RECIPE_VERSION)
+    path = settings.envs / f"{manifest.name}-{key}"
+    return LocalEnv(manifest.name, path, path / "venv" / "bin" / "python", co, key)
+
+
+def find_local_env(manifest: Manifest, settings: Settings) -> LocalEnv | None:
+    env = _env_for(manifest, settings, checkout(manifest, settings))
+    return env if env.ready else None
+
+
+def load_baseline(env: LocalEnv) -> Baseline:
+    try:
+        return Baseline.model_validate_json(env.baseline_path.read_text())
+    except (OSError, ValueError) as e:
+        raise EnvironmentBuildError(f"{env.project}: no readable baseline at {env.baseline_path}: {e}",
+                                    hint=f"run `coderun env build {env.project} --force`") from None
+
+
+def find_python(version: str) -> tuple[Path, bool]:
+    """An interpreter for `version` on PATH, or the current one (second item False) as a fallback."""
+    for name in (f"python{version}", f"python{version.replace('.', '')}"):
+        exe = shutil.which(name)
+        if exe and _version_of(exe) == version:
+            return Path(exe), True
+    return Path(sys.executable), f"{sys.version_info[0]}.{sys.version_info[1]}" == version
+
+
+def _version_of(exe: str) -> str | None:
+    try:
+        out = subprocess.run([exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def _run(cmd: list[str], log: Path, *, cwd: Path | None = None, env: dict | None = None,
+         timeout: float | None = None, step: str) -> subprocess.CompletedProcess:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a") as fh:
+        fh.write(f"$ {' '.join(cmd)}\n")
+        fh.flush()
+        try:
+            proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=fh, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise EnvironmentBuildError(f"{step}: timed out after {timeout:.0f}s", log_path=str(log),
+                                        log_tail=_tail(log)) from None
+    return proc
+
+
+def _tail(log: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+def _check(proc: subprocess.CompletedProcess, log: Path, step: str, hint: str | None = None) -> None:
+    if proc.returncode != 0:
+        raise EnvironmentBuildError(f"{step} failed (exit {proc.returncode})", log_path=str(log),
+                                    log_tail=_tail(log), hint=hint)
+
+
+def pip_requirements(manifest: Manifest, tree: Path) -> list[str]:
+    """pip arguments that install the manifest's dependencies (and test tooling) from `tree`."""
+    args: list[str] = list(manifest.install.requirements)
+    for f in manifest.install.requirements_files:
+        if not (tree / f).is_file():
+            raise EnvironmentBuildError(f"{manifest.name}: requirements file {f} is not in the source tree",
+                                        hint="fix install.requirements_files in the manifest")
+        args += ["-r", str(tree / f)]
+    if manifest.install.project or manifest.install.extras:
+        extras = f"[{','.join(manifest.install.extras)}]" if manifest.install.extras else ""
+        args.append(f"{tree}{extras}")
+    named = {re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0].lower() for r in manifest.install.requirements}
+    args += [spec for name, spec in _TOOLING.items() if name not in named]
+    return args
+
+
+def _venv_env(venv: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "PYENV_VERSION"))}
+    env["VIRTUAL_ENV"] = str(venv)
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def build_local_env(manifest: Manifest, settings: Settings, *, force: bool = False,
+                    warn=print) -> LocalEnv:
+    co = checkout(manifest, settings)
+    env = _env_for(manifest, settings, co)
+    if env.ready and not force:
+        return env
+    python, exact = find_python(manifest.python)
+    if not exact:
+        warn(f"warning: no python{manifest.python} on PATH; {manifest.name} is built with "
+             f"{python} ({sys.version.split()[0]}) instead, results may differ")
+    shutil.rmtree(env.path, ignore_errors=True)
+    env.logs.mkdir(parents=True)
+    started = time.monotonic()
+    with Steps(f"env {manifest.name}") as steps, tempfile.TemporaryDirectory(prefix="coderun-build-") as tmp:
+        tree = Path(tmp) / "tree"
+        shutil.copytree(co.path, tree, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+        venv = env.path / "venv"
+        with steps.step("create venv"):
+            _check(_run([str(python), "-m", "venv", str(venv)], env.logs / "venv.log", step="venv"),
+                   env.logs / "venv.log", "creating the venv")
+        venv_env = _venv_env(venv)
+        for i, command in enumerate(manifest.install.pre_install):
+            with steps.step(f"pre_install {i + 1}"):
+                log = env.logs / "pre_install.log"
+                _check(_run(["sh", "-c", command], log, cwd=tree, env=venv_env, step="pre_install"),
+                       log, f"pre_install command {command!r}")
+        with steps.step("install dependencies"):
+            log = env.logs / "pip.log"
+            cmd = [str(env.python), "-m", "pip", "install", "--disable-pip-version-check",
+                   *manifest.install.pip_args, *pip_requirements(manifest, tree)]
+            _check(_run(cmd, log, cwd=tree, env=venv_env, step="pip install"), log, "pip install",
+                   hint="check install.requirements in the manifest")
+        with steps.step("baseline test run"):
+            baseline = run_baseline(manifest, env, tree, venv_env)
+    env.baseline_path.write_text(baseline.model_dump_json(indent=1))
+    meta = {"project": manifest.name, "key": env.key, "commit": co.commit, "python": str(python),
+            "python_version": _version_of(str(env.python)), "exact_python": exact,
+            "build_seconds": round(time.monotonic() - started, 1), "counts": baseline.counts()}
+    (env.path / "env.json").write_text(json.dumps(meta, indent=1))
+    return env
+
+
+def run_baseline(manifest: Manifest, env: LocalEnv, tree: Path, venv_env: dict[str, str]) -> Baseline:
+    junit = env.logs / "baseline-junit.xml"
+    log = env.logs / "baseline.log"
+    cmd = pytest_command(manifest, env.python, junit=junit, rootdir=tree)
+    started = time.monotonic()
+    proc = _run(cmd, log, cwd=tree, env={**venv_env, **test_env(manifest, tree)},
+                timeout=manifest.tests.timeout, step="baseline test run")
+    if proc.returncode not in (0, 1) or not junit.is_file():
+        raise EnvironmentBuildError(
+            f"{manifest.name}: the test suite did not run (pytest exit {proc.returncode})",
+            log_path=str(log), log_tail=_tail(log), hint="check tests.paths and tests.args in the manifest")
+    return Baseline(project=manifest.name, commit=env.checkout.commit,
+                    python=_version_of(str(env.python)) or manifest.python, backend="local",
+                    tests=parse_junit(junit), ignored=[t.test for t in manifest.tests.ignore],
+                    duration=round(time.monotonic() - started, 2), exit_code=proc.returncode)

@@ -1,0 +1,86 @@
+"""How a project's tests are run and read: one pytest command line and one junit parser for everyone.
+
+unittest suites run through pytest as well, so every stage sees pytest node ids.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from coderun.errors import EnvironmentBuildError
+from coderun.manifest import Manifest
+from coderun.records import TestOutcome
+
+_RANK = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
+
+
+def pytest_command(manifest: Manifest, python: str | Path, *, nodeids: list[str] | None = None,
+                   junit: str | Path | None = None, rootdir: str | Path | None = None,
+                   extra: list[str] | None = None) -> list[str]:
+    """The command that runs `nodeids` (or the manifest's test paths) with junit output."""
+    cmd = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-o", "junit_family=xunit1",
+           "-o", "console_output_style=classic", "-q", "-rfE"]
+    if rootdir:
+        cmd.append(f"--rootdir={rootdir}")
+    if junit:
+        cmd.append(f"--junitxml={junit}")
+    cmd += list(manifest.tests.args)
+    cmd += list(extra or [])
+    if nodeids is not None:
+        cmd += list(nodeids)
+    else:
+        cmd += list(manifest.tests.paths)
+        for ignored in manifest.tests.ignore:
+            cmd += ["--deselect", ignored.test]
+    return cmd
+
+
+def test_env(manifest: Manifest, tree: str | Path) -> dict[str, str]:
+    """Environment variables a test run of the tree at `tree` needs (besides PATH and the venv)."""
+    root = Path(tree) / manifest.import_root
+    return {"PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
+            **manifest.tests.env}
+
+
+def _nodeid(case: ET.Element) -> str:
+    name = case.get("name", "")
+    file = case.get("file")
+    classname = case.get("classname", "")
+    if not file:  # xunit2: best effort from the dotted class name
+        parts = classname.split(".")
+        return "/".join(parts) + ".py::" + name if parts != [""] else name
+    module = file[:-3].replace("/", ".") if file.endswith(".py") else file
+    classes = classname[len(module) + 1:] if classname.startswith(module + ".") else ""
+    return "::".join([file, *(c for c in classes.split(".") if c), name])
+
+
+def _outcome(case: ET.Element) -> tuple[str, str]:
+    for tag, outcome in (("error", "error"), ("failure", "failed"), ("skipped", "skipped")):
+        el = case.find(tag)
+        if el is not None:
+            text = (el.get("message") or "") + ("\n" + el.text if el.text else "")
+            return outcome, text.strip()[-4000:]
+    return "passed", ""
+
+
+def parse_junit(path: str | Path) -> list[TestOutcome]:
+    """Per-test outcomes from a pytest junit file; a test with several entries keeps its worst."""
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError) as e:
+        raise EnvironmentBuildError(f"cannot read the junit report {path}: {e}") from None
+    merged: dict[str, TestOutcome] = {}
+    for case in root.iter("testcase"):
+        nodeid = _nodeid(case)
+        outcome, message = _outcome(case)
+        t = TestOutcome(nodeid=nodeid, outcome=outcome, duration=float(case.get("time") or 0),
+                        message=message)
+        prev = merged.get(nodeid)
+        if prev is None or _RANK[outcome] > _RANK[prev.outcome]:
+            if prev is not None:
+                t.duration += prev.duration
+            merged[nodeid] = t
+        else:
+            prev.duration += t.duration
+    return list(merged.values())
