@@ -32,7 +32,7 @@ class CoderunGroup(TyperGroup):
             return super().invoke(ctx)
         except CoderunError as e:
             _print_error(e)
-            raise click.exceptions.Exit(e.exit_code) from None
+            raise typer.Exit(e.exit_code) from None  # typer vendors click: only its Exit is caught
 
 
 def _print_error(e: CoderunError) -> None:
