@@ -7,6 +7,7 @@ import typer
 from coderun import __version__
 from coderun.cli import env, projects
 from coderun.cli._common import CoderunGroup
+from coderun.cli.generate import generate
 
 app = typer.Typer(
     cls=CoderunGroup, no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False,
@@ -27,6 +28,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 app.add_typer(projects.app, name="projects")
 app.add_typer(env.app, name="env")
+app.command("generate")(generate)
 
 
 def main() -> None:

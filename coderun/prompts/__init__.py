@@ -1,0 +1,1 @@
+"""Prompts: a task, a context variant and a docstring choice rendered for completion and chat models."""
