@@ -1,0 +1,120 @@
+"""Pass@k and Acc@k: the estimator, its edge cases, the policies for tasks with fewer than k samples."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from coderun.errors import UsageError
+from coderun.records import ContextSet
+from coderun.runner.metrics import (
+    UnderK,
+    aggregate_acc_at_k,
+    aggregate_pass_at_k,
+    code_identifiers,
+    parse_ks,
+    pass_at_k,
+    per_task_pass_at_k,
+    task_pass_at_k,
+    task_token_hits,
+)
+
+
+def _binomial_pass_at_k(n: int, c: int, k: int) -> float:
+    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+@pytest.mark.parametrize("n,c,k", [(10, 0, 1), (10, 1, 1), (10, 3, 5), (10, 10, 10), (7, 2, 7), (200, 13, 100)])
+def test_pass_at_k_matches_the_binomial_definition(n, c, k):
+    assert pass_at_k(n, c, k) == pytest.approx(_binomial_pass_at_k(n, c, k), abs=1e-12)
+
+
+def test_pass_at_1_is_the_fraction_correct():
+    assert pass_at_k(10, 3, 1) == pytest.approx(0.3)
+
+
+def test_pass_at_k_edge_cases():
+    assert pass_at_k(10, 0, 10) == 0.0
+    assert pass_at_k(10, 1, 10) == 1.0
+    assert pass_at_k(5, 5, 1) == 1.0
+    assert pass_at_k(1, 0, 1) == 0.0
+
+
+def test_pass_at_k_is_stable_where_binomials_overflow_floats():
+    """C(5000, 2500) does not fit in a float; the product form must still give a finite, exact value."""
+    value = pass_at_k(5000, 1, 2500)
+    assert value == pytest.approx(0.5)
+    assert 0.0 <= pass_at_k(5000, 3, 100) <= 1.0
+
+
+@pytest.mark.parametrize("n,c,k", [(10, 11, 1), (10, -1, 1), (10, 2, 0), (3, 1, 5)])
+def test_pass_at_k_rejects_impossible_input(n, c, k):
+    with pytest.raises(ValueError):
+        pass_at_k(n, c, k)
+
+
+def test_under_k_policies():
+    assert task_pass_at_k(9, 0, 10, UnderK.EXCLUDE) is None
+    assert task_pass_at_k(9, 0, 10, UnderK.CODEREVAL) == 0.0
+    assert task_pass_at_k(9, 1, 10, UnderK.CODEREVAL) == 1.0
+    # pad: a task with 9 samples is scored as one with 10, the missing one failing
+    assert task_pass_at_k(9, 1, 1, UnderK.PAD, pad_to=10) == pytest.approx(0.1)
+    assert task_pass_at_k(9, 1, 1, UnderK.CODEREVAL) == pytest.approx(1 / 9)
+    assert task_pass_at_k(0, 0, 1, UnderK.EXCLUDE) is None
+
+
+def test_aggregate_reports_how_many_tasks_were_left_out():
+    counts = {"a": (10, 10), "b": (10, 0), "c": (3, 1)}
+    table = aggregate_pass_at_k(counts, [1, 5], UnderK.EXCLUDE)
+    assert table[1].value == pytest.approx((1.0 + 0.0 + 1 / 3) / 3) and table[1].excluded == 0
+    assert table[5].value == pytest.approx(0.5) and table[5].tasks == 2 and table[5].excluded == 1
+    codereval = aggregate_pass_at_k(counts, [5], UnderK.CODEREVAL)
+    assert codereval[5].value == pytest.approx(2 / 3) and codereval[5].excluded == 0
+
+
+def test_aggregate_with_no_usable_task_has_no_value():
+    assert aggregate_pass_at_k({"a": (2, 1)}, [5])[5].value is None
+    assert aggregate_pass_at_k({}, [1])[1].value is None
+
+
+def test_per_task_vector_for_the_bootstrap():
+    assert per_task_pass_at_k({"a": (10, 5), "b": (2, 1)}, 5) == {"a": pytest.approx(1 - 1 / 252)}
+
+
+def test_parse_ks():
+    assert parse_ks("10,1,5,5") == [1, 5, 10]
+    for bad in ("", "1,x", "0", "-1"):
+        with pytest.raises(UsageError):
+            parse_ks(bad)
+
+
+def test_identifiers_ignore_strings_and_comments_and_keep_attribute_chains():
+    code = 'def f(p):\n    """uses Path"""\n    x = os.path.join(p, "Path")  # Path\n    return self._cache.get(x)\n'
+    ids = code_identifiers(code)
+    assert {"os.path.join", "os.path", "path.join", "join", "os", "self._cache.get", "_cache"} <= ids
+    assert "Path" not in ids
+
+
+def test_identifiers_of_code_that_does_not_tokenize():
+    ids = code_identifiers('def f(x):\n    return Path(x, "Other"\n')
+    assert "Path" in ids and "Other" not in ids
+
+
+def test_acc_at_k_is_token_recall_with_the_unbiased_estimator():
+    ctx = ContextSet(classes=["Path"], apis=["os.path.join", "self._get"], vars=["DEFAULT"])
+    samples = ["def f(x):\n    return Path(x)\n",
+               "def f(x):\n    return os.path.join(x, DEFAULT)\n",
+               "def f(x):\n    return self._get(x)\n",
+               "def f(x):\n    return x\n"]
+    hits = task_token_hits(ctx, samples)
+    assert hits == {"classes": [("Path", 1)], "apis": [("os.path.join", 1), ("self._get", 1)],
+                    "vars": [("DEFAULT", 1)]}
+    table = aggregate_acc_at_k({"t": (4, hits)}, [1, 4])
+    assert table[1].overall == pytest.approx(0.25) and table[1].tokens == 4
+    assert table[4].overall == 1.0 and table[4].kinds == {"classes": 1.0, "apis": 1.0, "vars": 1.0}
+
+
+def test_acc_at_k_without_oracle_tokens_is_unavailable():
+    table = aggregate_acc_at_k({"t": (3, task_token_hits(ContextSet(), ["x = 1"]))}, [1])
+    assert table[1].overall is None and table[1].tasks == 0
