@@ -1,0 +1,1 @@
+"""Evaluation: reading samples, splicing them into projects, running their tests, grading."""
