@@ -1,0 +1,294 @@
+"""Base images: one Python per image, with a venv at /opt/venv and an unprivileged user `coderun`.
+
+Two strategies make the image that `images/base.Dockerfile` finishes:
+    pull    FROM python:X.Y-slim. Used automatically only when that image is already in the engine
+            (coderun never contacts a registry on its own); `--base pull` pulls it first.
+    rootfs  No registry: debootstrap builds the root filesystem of the Debian suite whose python3 is
+            X.Y (see images/rootfs.yaml), coderun tars it (cached under $CODERUN_HOME/images/rootfs/)
+            and `docker import`s it.
+A version neither strategy can provide is an error listing what is available, never a substitute.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tarfile
+import time
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+import docker
+import docker.errors
+import yaml
+from rich.console import Console
+
+from coderun.config import Settings
+from coderun.envs import dockerlib
+from coderun.errors import EnvironmentBuildError, UsageError
+
+PYTHON_IN_IMAGE = "/opt/venv/bin/python"
+
+
+class BaseStrategy(str, Enum):
+    PULL = "pull"
+    ROOTFS = "rootfs"
+
+
+@dataclass(frozen=True)
+class RootfsRecipe:
+    mirror: str
+    variant: str
+    packages: tuple[str, ...]
+    suites: dict[str, str]  # python "X.Y" -> Debian suite
+
+    @classmethod
+    def load(cls) -> RootfsRecipe:
+        path = dockerlib.recipe_path("rootfs.yaml")
+        try:
+            data = yaml.safe_load(path.read_text())
+            return cls(mirror=data["mirror"], variant=data["variant"], packages=tuple(data["packages"]),
+                       suites={str(k): str(v) for k, v in data["suites"].items()})
+        except (yaml.YAMLError, KeyError, TypeError, AttributeError) as e:
+            raise EnvironmentBuildError(f"{path} is not a valid rootfs recipe: {e}") from None
+
+
+@dataclass(frozen=True)
+class BaseImage:
+    tag: str
+    python: str
+    strategy: BaseStrategy
+    parent: str  # the imported rootfs tag, or python:X.Y-slim
+    built: bool  # False when it was already in the engine
+
+
+def pull_reference(python: str) -> str:
+    return f"python:{python}-slim"
+
+
+def available(client: docker.DockerClient | None = None) -> dict[str, list[str]]:
+    """Python versions each strategy can provide here and now (pull: only those already pulled)."""
+    rootfs = sorted(RootfsRecipe.load().suites, key=_version_key) if shutil.which("debootstrap") else []
+    pulled = []
+    if client is not None:
+        for image in client.images.list(name="python"):
+            pulled += [t.split(":", 1)[1][:-5] for t in image.tags
+                       if t.startswith("python:") and t.endswith("-slim")]
+    return {"rootfs": rootfs, "pull (already in the engine)": sorted(set(pulled), key=_version_key)}
+
+
+def _version_key(v: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in v.split(".") if p.isdigit())
+
+
+def choose_strategy(client: docker.DockerClient, python: str,
+                    requested: BaseStrategy | None) -> BaseStrategy:
+    """The requested strategy, or: pull if python:X.Y-slim is already local, else rootfs if a suite fits."""
+    if requested is not None:
+        if requested is BaseStrategy.ROOTFS:
+            _rootfs_suite(python)  # fails clearly when no suite ships that version
+        return requested
+    if dockerlib.image_exists(client, pull_reference(python)):
+        return BaseStrategy.PULL
+    if python in RootfsRecipe.load().suites and shutil.which("debootstrap"):
+        return BaseStrategy.ROOTFS
+    raise EnvironmentBuildError(
+        f"no base image strategy can provide Python {python} here; available: "
+        + "; ".join(f"{k}: {', '.join(v) or 'none'}" for k, v in available(client).items()),
+        hint=f"with a registry, `--base pull` uses {pull_reference(python)}; without one, use a Python "
+             "version listed for rootfs (and install debootstrap)")
+
+
+def _rootfs_suite(python: str) -> str:
+    recipe = RootfsRecipe.load()
+    if python not in recipe.suites:
+        raise UsageError(
+            f"the rootfs strategy cannot provide Python {python}: Debian suites ship "
+            + ", ".join(f"{v} ({s})" for v, s in sorted(recipe.suites.items(), key=lambda i: _version_key(i[0]))),
+            hint=f"use one of those versions, or `--base pull` for {pull_reference(python)}")
+    return recipe.suites[python]
+
+
+@dataclass(frozen=True)
+class BaseSpec:
+    """Everything that names a base image, computed without building anything."""
+
+    python: str
+    strategy: BaseStrategy
+    parent: str
+    interpreter: str
+    key: str
+    apt: tuple[str, ...]
+
+    @property
+    def tag(self) -> str:
+        return f"coderun/base:py{self.python}-{self.strategy.value}-{self.key}"
+
+
+def base_spec(client: docker.DockerClient, python: str, strategy: BaseStrategy | None = None,
+              apt: tuple[str, ...] = ()) -> BaseSpec:
+    strategy = choose_strategy(client, python, strategy)
+    if strategy is BaseStrategy.PULL:
+        if apt:
+            raise UsageError(f"install.apt ({', '.join(apt)}) needs the rootfs base strategy: builds run "
+                             "without a network, so apt cannot download inside a python:X.Y-slim image",
+                             hint="use `--base rootfs`")
+        parent, interpreter = pull_reference(python), "python3"
+    else:
+        parent, interpreter = _rootfs_tag(python, apt), "/usr/bin/python3"
+    key = dockerlib.content_hash(strategy.value, parent, interpreter, dockerlib.recipe_text("base.Dockerfile"))
+    return BaseSpec(python, strategy, parent, interpreter, key, apt)
+
+
+def build_base_image(python: str, settings: Settings, *, strategy: BaseStrategy | None = None,
+                     apt: tuple[str, ...] = (), client: docker.DockerClient | None = None,
+                     console: Console | None = None) -> BaseImage:
+    """The base image for `python`, built when it is not already in the engine."""
+    client = client or dockerlib.docker_client()
+    spec = base_spec(client, python, strategy, apt)
+    if dockerlib.image_exists(client, spec.tag):
+        return BaseImage(spec.tag, python, spec.strategy, spec.parent, built=False)
+    if spec.strategy is BaseStrategy.PULL:
+        _ensure_pulled(client, spec.parent, console)
+    else:
+        import_rootfs(python, settings, apt=apt, client=client, console=console)
+    dockerlib.build_image(
+        client, dockerlib.Context(dockerlib.recipe_text("base.Dockerfile"), {}, {}), tag=spec.tag,
+        buildargs={"BASE": spec.parent, "PYTHON": spec.interpreter},
+        labels=dockerlib.labels("base", spec.key, python=python, strategy=spec.strategy.value),
+        log_path=dockerlib.images_dir(settings) / "logs" / f"base-py{python}-{spec.key}.log",
+        title=f"base image Python {python} ({spec.strategy.value})", console=console)
+    return BaseImage(spec.tag, python, spec.strategy, spec.parent, built=True)
+
+
+def _ensure_pulled(client: docker.DockerClient, ref: str, console: Console | None) -> None:
+    if dockerlib.image_exists(client, ref):
+        return
+    with (console or Console(stderr=True)).status(f"pulling {ref}…"):
+        try:
+            client.images.pull(ref)
+        except docker.errors.APIError as e:
+            raise EnvironmentBuildError(f"cannot pull {ref}: {e.explanation}",
+                                        hint="without a registry, use `--base rootfs`") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# rootfs: debootstrap -> tar (cached) -> docker import
+
+
+def _rootfs_key(python: str, apt: tuple[str, ...]) -> tuple[str, str, tuple[str, ...]]:
+    recipe = RootfsRecipe.load()
+    suite = _rootfs_suite(python)
+    packages = tuple(dict.fromkeys((*recipe.packages, *sorted(apt))))
+    key = dockerlib.content_hash(suite, recipe.mirror, recipe.variant, ",".join(packages))
+    return suite, key, packages
+
+
+def _rootfs_tag(python: str, apt: tuple[str, ...]) -> str:
+    suite, key, _ = _rootfs_key(python, apt)
+    return f"coderun/rootfs:{suite}-{key}"
+
+
+def import_rootfs(python: str, settings: Settings, *, apt: tuple[str, ...] = (),
+                  client: docker.DockerClient | None = None, console: Console | None = None) -> str:
+    """Import the Debian root filesystem for `python` (debootstrapping it when not cached); its tag."""
+    client = client or dockerlib.docker_client()
+    console = console or Console(stderr=True)
+    suite, key, packages = _rootfs_key(python, apt)
+    tag = f"coderun/rootfs:{suite}-{key}"
+    if dockerlib.image_exists(client, tag):
+        return tag
+    tarball = rootfs_tarball(suite, key, packages, settings, console)
+    started = time.monotonic()
+    with console.status(f"[bold]docker import[/] {tarball.name}…"):
+        try:
+            client.api.import_image_from_file(
+                str(tarball), repository="coderun/rootfs", tag=f"{suite}-{key}",
+                changes=[f"LABEL {k}={v}" for k, v in dockerlib.labels(
+                    "rootfs", key, suite=suite, python=python).items()])
+        except docker.errors.APIError as e:
+            raise EnvironmentBuildError(f"docker import of {tarball} failed: {e.explanation}") from None
+    if not dockerlib.image_exists(client, tag):
+        raise EnvironmentBuildError(f"docker import of {tarball} did not produce {tag}")
+    console.print(f"[green]✓[/] import rootfs {suite} ({time.monotonic() - started:.1f}s)")
+    return tag
+
+
+def rootfs_tarball(suite: str, key: str, packages: tuple[str, ...], settings: Settings,
+                   console: Console) -> Path:
+    """$CODERUN_HOME/images/rootfs/<suite>-<key>.tar, made with debootstrap when missing."""
+    out_dir = dockerlib.images_dir(settings) / "rootfs"
+    tarball = out_dir / f"{suite}-{key}.tar"
+    if tarball.is_file():
+        return tarball
+    if not shutil.which("debootstrap"):
+        raise EnvironmentBuildError("the rootfs strategy needs debootstrap, which is not installed",
+                                    hint="apt-get install debootstrap (or run .ci/docker-setup.sh), "
+                                         "or use `--base pull` where a registry is reachable")
+    if os.geteuid() != 0:
+        raise EnvironmentBuildError("debootstrap must run as root to build a root filesystem",
+                                    hint="run `coderun images build` as root once (the tarball is "
+                                         "cached), or use `--base pull`")
+    recipe = RootfsRecipe.load()
+    root = out_dir / f"{suite}-{key}.d"
+    log = out_dir / f"{suite}-{key}.log"
+    shutil.rmtree(root, ignore_errors=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cmd = ["debootstrap", f"--variant={recipe.variant}", f"--include={','.join(packages)}", suite,
+           str(root), recipe.mirror]
+    try:
+        _run_streaming(cmd, log, f"debootstrap {suite}", console)
+        _slim(root)
+        partial = tarball.with_suffix(".tar.partial")
+        with console.status(f"[bold]tar[/] {suite} root filesystem…"):
+            _tar_rootfs(root, partial)
+        partial.rename(tarball)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return tarball
+
+
+def _run_streaming(cmd: list[str], log: Path, title: str, console: Console) -> None:
+    started = time.monotonic()
+    with log.open("w") as fh, console.status(f"[bold]{title}[/]…") as status:
+        fh.write("$ " + " ".join(cmd) + "\n")
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                stdin=subprocess.DEVNULL)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            fh.write(line)
+            if line.strip():
+                status.update(f"[bold]{title}[/]: {line.strip()[:100]}")
+        code = proc.wait()
+    if code != 0:
+        console.print(f"[red]✗[/] {title} ({time.monotonic() - started:.1f}s)")
+        raise EnvironmentBuildError(f"{title} failed (exit {code})", log_path=str(log),
+                                    log_tail=dockerlib.tail(log),
+                                    hint="debootstrap downloads from the Debian mirror in images/rootfs.yaml")
+    console.print(f"[green]✓[/] {title} ({time.monotonic() - started:.1f}s)")
+
+
+def _slim(root: Path) -> None:
+    """Drop what an image never uses: downloaded .debs, apt lists, docs, man pages, locales."""
+    for rel in ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc", "usr/share/man",
+                "usr/share/info", "usr/share/locale"):
+        d = root / rel
+        if d.is_dir():
+            for child in d.iterdir():
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child)
+                elif child.name != "lock":
+                    child.unlink()
+
+
+def _tar_rootfs(root: Path, out: Path) -> None:
+    """Numeric owners and no /dev, /proc, /sys contents: the engine provides those at run time."""
+    skip = {"./dev/", "./proc/", "./sys/"}
+
+    def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        return None if any(info.name.startswith(s) for s in skip) else info
+
+    with tarfile.open(out, "w", format=tarfile.PAX_FORMAT) as tar:
+        tar.add(root, arcname=".", filter=keep)

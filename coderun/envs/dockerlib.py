@@ -1,0 +1,183 @@
+"""What the Docker builders share: the engine connection, recipe files, content hashes, labels, and one
+streaming `build_image` that runs a Dockerfile with networking disabled and keeps its log.
+
+docker-py errors are converted here, where they enter coderun: no engine -> SandboxUnavailable, a failed
+build -> EnvironmentBuildError with the log's tail and path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+import tarfile
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+import docker.errors
+from rich.console import Console
+
+from coderun.config import IMAGES_DIR, Settings
+from coderun.errors import EnvironmentBuildError, SandboxUnavailable
+
+# Bump when the way images are built changes in a way the recipe files do not show.
+IMAGE_RECIPE_VERSION = "1"
+LABEL_PREFIX = "org.coderun"
+LAYERS = ("rootfs", "base", "deps", "source", "project")
+
+_console = Console(stderr=True)
+
+
+def docker_client(timeout: int = 600) -> docker.DockerClient:
+    """A client for the local engine, or SandboxUnavailable saying how to get one."""
+    try:
+        client = docker.from_env(timeout=timeout)
+        client.ping()
+    except docker.errors.DockerException as e:
+        raise SandboxUnavailable(
+            f"no Docker engine answers ({e.__class__.__name__}: {str(e).splitlines()[0][:200]})",
+            hint="start one (on these machines: `.ci/docker-setup.sh`), or use `--backend local`") from None
+    return client
+
+
+def engine_answers() -> bool:
+    try:
+        docker_client(timeout=5).close()
+    except SandboxUnavailable:
+        return False
+    return True
+
+
+def recipe_path(name: str) -> Path:
+    path = IMAGES_DIR / name
+    if not path.is_file():
+        raise EnvironmentBuildError(f"image recipe {name} is missing from {IMAGES_DIR}",
+                                    hint="reinstall coderun; the images/ directory ships with it")
+    return path
+
+
+def recipe_text(name: str) -> str:
+    return recipe_path(name).read_text()
+
+
+def content_hash(*parts: str, length: int = 12) -> str:
+    h = hashlib.sha256()
+    for p in (IMAGE_RECIPE_VERSION, *parts):
+        h.update(p.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:length]
+
+
+def repo_name(project: str) -> str:
+    """Docker repository names are lowercase [a-z0-9._-]; project names may be mixed case."""
+    return "coderun/" + re.sub(r"[^a-z0-9._-]+", "-", project.lower()).strip("._-")
+
+
+def labels(layer: str, key: str, **extra: str) -> dict[str, str]:
+    out = {f"{LABEL_PREFIX}.layer": layer, f"{LABEL_PREFIX}.key": key,
+           f"{LABEL_PREFIX}.recipe-version": IMAGE_RECIPE_VERSION}
+    out.update({f"{LABEL_PREFIX}.{k.replace('_', '-')}": v for k, v in extra.items()})
+    return out
+
+
+def image_exists(client: docker.DockerClient, tag: str) -> bool:
+    try:
+        client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        return False
+    except docker.errors.APIError as e:
+        raise SandboxUnavailable(f"the Docker engine failed to look up {tag}: {e.explanation}") from None
+    return True
+
+
+def tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+@dataclass
+class Context:
+    """A build context assembled as a tar file: the Dockerfile plus named files and directories."""
+
+    dockerfile: str
+    files: dict[str, str | bytes]
+    dirs: dict[str, Path]
+    exclude: tuple[str, ...] = (".git",)
+
+    def write(self, fh) -> None:
+        with tarfile.open(fileobj=fh, mode="w") as tar:
+            _add_bytes(tar, "Dockerfile", self.dockerfile.encode())
+            for name, data in self.files.items():
+                _add_bytes(tar, name, data.encode() if isinstance(data, str) else data)
+            for arcname, path in self.dirs.items():
+                tar.add(path, arcname=arcname, filter=self._filter)
+
+    def _filter(self, info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        if any(part in self.exclude for part in Path(info.name).parts[1:]):
+            return None
+        info.uid = info.gid = 0
+        info.uname = info.gname = "root"
+        return info
+
+
+def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.mode = 0o644
+    info.mtime = 0
+    tar.addfile(info, io.BytesIO(data))
+
+
+def build_image(client: docker.DockerClient, context: Context, *, tag: str, buildargs: dict[str, str],
+                labels: dict[str, str], log_path: Path, title: str,
+                console: Console | None = None) -> None:
+    """Build `context` as `tag` with networking disabled, streaming progress and keeping the log."""
+    console = console or _console
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    with tempfile.TemporaryFile() as ctx, log_path.open("w") as log, \
+            console.status(f"[bold]{title}[/]…") as status:
+        context.write(ctx)
+        ctx.seek(0)
+        log.write(f"# build {tag}\n# buildargs {buildargs}\n")
+        try:
+            stream = client.api.build(fileobj=ctx, custom_context=True, tag=tag, buildargs=buildargs,
+                                      labels=labels, network_mode="none", rm=True, forcerm=True,
+                                      pull=False, decode=True)
+            error = _follow(stream, log, lambda line: status.update(f"[bold]{title}[/]: {line[:100]}"))
+        except docker.errors.APIError as e:
+            error = f"the engine refused the build: {e.explanation}"
+            log.write(error + "\n")
+    seconds = time.monotonic() - started
+    if error:
+        console.print(f"[red]✗[/] {title} ({seconds:.1f}s)")
+        raise EnvironmentBuildError(f"{title} failed: {error.strip().splitlines()[-1][:300]}",
+                                    log_path=str(log_path), log_tail=tail(log_path))
+    console.print(f"[green]✓[/] {title} ({seconds:.1f}s)")
+
+
+def _follow(stream: Iterable[dict], log, show) -> str | None:
+    """Copy the engine's build messages to the log; return the error message if the build failed."""
+    for chunk in stream:
+        if "stream" in chunk:
+            text = chunk["stream"]
+            log.write(text)
+            line = text.strip()
+            if line:
+                show(line)
+        elif "error" in chunk:
+            log.write(chunk["error"] + "\n")
+            return chunk["error"]
+        elif "status" in chunk:
+            log.write(f"{chunk['status']} {chunk.get('progress', '')}\n")
+    return None
+
+
+def images_dir(settings: Settings) -> Path:
+    return settings.home / "images"

@@ -1,0 +1,18 @@
+# Baseline layer: the project's tests run once, as `coderun`, on a scratch copy of /work/project (so the
+# tree in the image stays pristine). baseline.sh writes the JUnit report, the output and the exit code
+# to /tmp/coderun-baseline/out; they are kept, read-only, in /opt/coderun/baseline/, from where coderun
+# reads them back out of the image.
+ARG BASE
+FROM ${BASE}
+COPY baseline.sh /opt/coderun/baseline.sh
+USER coderun
+RUN sh /opt/coderun/baseline.sh
+USER root
+RUN set -eux; \
+    mkdir -p /opt/coderun/baseline; \
+    cp /tmp/coderun-baseline/out/* /opt/coderun/baseline/; \
+    rm -rf /tmp/coderun-baseline; \
+    chown -R root:root /opt/coderun/baseline; chmod -R a+rX,go-w /opt/coderun/baseline; \
+    echo "baseline exit code: $(cat /opt/coderun/baseline/exit_code)"
+USER coderun
+WORKDIR /work/project
