@@ -270,17 +270,40 @@ def _ast_defines(tree: ast.Module, name: str) -> bool:
     return False
 
 
-def extract_code(text: str, name: str) -> tuple[str, list[str]]:
-    """The code part of a model's answer: the fenced block defining `name`, else the first Python block."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
+def fenced_blocks(text: str, name: str) -> list[str]:
+    """Python blocks of a markdown answer, those that define `name` first."""
     blocks = [m.group(3) for m in _FENCE.finditer(text) if m.group(2).lower() in _PY_LANGS]
-    if not blocks:
+    pattern = _def_pattern(name)
+    # a cheap pre-filter for the order; the definition is found by parsing later
+    return sorted(blocks, key=lambda block: pattern.search(block) is None)
+
+
+def extract_code(text: str, name: str, python: tuple[int, int] | None = None) -> tuple[str, list[str]]:
+    """The code part of a model's answer, and notes on what was dropped.
+
+    Code that parses as it is (fences inside a docstring included) is taken whole; otherwise the first
+    markdown block that yields a definition of `name`; otherwise the text without the leading prose and
+    trailing lines that do not parse. Raises SampleSyntaxError when nothing parses.
+    """
+    text = _dedent_first(text.replace("\r\n", "\n").replace("\r", "\n"))
+    if not text.strip():
+        raise SampleSyntaxError(SpliceErrorKind.SYNTAX, "sample is empty")
+    tree = _parses(text, python)
+    if tree is not None and _ast_defines(tree, name):
         return text, []
-    pattern = re.compile(rf"^[ \t]*(async[ \t]+)?def[ \t]+{re.escape(name)}[ \t]*\(", re.MULTILINE)
+    blocks = fenced_blocks(text, name)
     for block in blocks:
-        if pattern.search(block):   # a cheap pre-filter; the definition is found by parsing later
-            return block, [f"took the fenced code block defining {name!r}"]
-    return blocks[0], ["took the first fenced code block (none defines the target)"]
+        try:
+            code, notes = _recover(_dedent_first(block), name, python)
+        except SampleSyntaxError:
+            continue
+        parsed = _parses(code, python)
+        if parsed is not None and _ast_defines(parsed, name):
+            return code, ["took the code from a fenced markdown block", *notes]
+    if blocks and any(_parses(_dedent_first(b), python) is not None for b in blocks):
+        raise SampleSyntaxError(SpliceErrorKind.MISSING_DEFINITION,
+                                f"no fenced code block defines {name!r}")
+    return _recover(text, name, python)
 
 
 def _dedent_first(code: str) -> str:
@@ -302,16 +325,31 @@ def _line_starts(code: str, predicate) -> list[int]:
     return offsets
 
 
+def _def_pattern(name: str) -> re.Pattern[str]:
+    return re.compile(rf"^[ \t]*(async[ \t]+)?def[ \t]+{re.escape(name)}[ \t]*\(", re.MULTILINE)
+
+
 def _recover(code: str, name: str, python: tuple[int, int] | None) -> tuple[str, list[str]]:
-    """The largest part of `code` that parses and defines `name`: drop leading prose, trailing junk."""
+    """The largest part of `code` that parses and defines `name`: drop leading prose, trailing junk.
+
+    Cuts are tried only at line starts: before the first `def name(` line (where code may start) and
+    after it at column 0 (where a top-level statement may start), so the function itself is never cut.
+    """
     tree = _parses(code, python)
     if tree is not None:
         return code, []
-    starts = [0] + [s for s in _line_starts(code, lambda ln: bool(_CODE_START.match(ln))) if s > 0]
+    failure = SampleSyntaxError(SpliceErrorKind.SYNTAX,
+                                f"sample does not parse: {_syntax_message(code, python)}")
+    first_def = _def_pattern(name).search(code)
+    if first_def is None:
+        raise failure
+    starts = [0] + [s for s in _line_starts(code, lambda ln: bool(_CODE_START.match(ln.lstrip())))
+                    if 0 < s <= first_def.start()]
     for start in starts:
-        part = code[start:]
-        ends = [len(part)] + sorted(
-            (e for e in _line_starts(part, lambda ln: bool(ln[:1].strip())) if e > 0), reverse=True)
+        part = _dedent_first(code[start:])
+        def_at = _def_pattern(name).search(part)
+        ends = [len(part)] + sorted((e for e in _line_starts(part, lambda ln: bool(ln[:1].strip()))
+                                     if def_at is not None and e > def_at.start()), reverse=True)
         for end in ends:
             tree = _parses(part[:end], python)
             if tree is not None and _ast_defines(tree, name):
@@ -322,7 +360,7 @@ def _recover(code: str, name: str, python: tuple[int, int] | None) -> tuple[str,
                     notes.append(f"dropped {part[end:].rstrip().count(chr(10)) + 1} trailing line(s) "
                                  "that do not parse")
                 return part[:end].rstrip() + "\n", notes
-    raise SampleSyntaxError(SpliceErrorKind.SYNTAX, f"sample does not parse: {_syntax_message(code, python)}")
+    raise failure
 
 
 def _expand_indent_tabs(code: str, tabsize: int) -> str:
@@ -362,14 +400,9 @@ class _Prepared:
 def prepare_sample(sample_code: str, qualname: str, python: tuple[int, int] | None = None) -> _Prepared:
     """Extract, recover, normalise and parse a sample; raises SampleSyntaxError when it cannot be used."""
     name = qualname.split(".")[-1]
-    code, notes = extract_code(sample_code, name)
-    code = _dedent_first(code)
-    if not code.strip():
-        raise SampleSyntaxError(SpliceErrorKind.SYNTAX, "sample is empty", notes)
-    code, more = _recover(code, name, python)
-    notes += more
+    code, notes = extract_code(sample_code, name, python)
     tree = _parses(code, python)
-    assert tree is not None  # _recover returned parseable code
+    assert tree is not None  # extract_code returns parseable code
     code = _untab(code, tree, python)
     data = code.encode("utf-8")
     root = _parse(data)
