@@ -1,0 +1,66 @@
+"""Tasks: the functions to regenerate, the tests that exercise each, and proof those tests discriminate.
+
+    build_tasks(manifest, settings, backend="local", include_weak=False) -> TaskBuildReport
+    load_tasks(settings, project=None, level=None, include_weak=False, status=None) -> list[Task]
+    find_task(settings, "project/pkg/mod.py::Class.method" or an alias) -> Task
+
+Stages: `discovery` (which functions), `coverage_map` (which tests reach each), `verify` (the original
+passes them three times; a blanked body fails one), `store` (SQLite under $CODERUN_HOME, JSONL export).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from coderun.config import Settings
+from coderun.errors import TaskError
+from coderun.records import Level, Task, TaskStatus
+from coderun.tasks import store
+from coderun.tasks.build import ProjectTaskReport, TaskBuildReport, build_tasks, in_benchmark
+
+__all__ = ["ProjectTaskReport", "TaskBuildReport", "build_tasks", "find_task", "load_tasks"]
+
+
+def load_tasks(settings: Settings, project: str | None = None, level: Level | str | None = None,
+               include_weak: bool = False, status: TaskStatus | str | Iterable[TaskStatus | str] | None = None
+               ) -> list[Task]:
+    """Stored tasks. Without `status`: the benchmark, i.e. verified tasks, plus weak ones when asked for
+    here or when their project was built with --include-weak. `status="all"` gives every task."""
+    lv = Level.parse(level).value if isinstance(level, str) else level.value if level else None
+    if status is None:
+        tasks = store.query(settings, project=project, level=lv,
+                            statuses=[TaskStatus.VERIFIED.value, TaskStatus.WEAK.value])
+        weak_ok = store.weak_included(settings)
+        return [t for t in tasks if in_benchmark(t, include_weak or t.project in weak_ok)]
+    if status == "all":
+        return store.query(settings, project=project, level=lv)
+    wanted = [status] if isinstance(status, str | TaskStatus) else list(status)
+    return store.query(settings, project=project, level=lv, statuses=[_status(s).value for s in wanted])
+
+
+def _status(value: TaskStatus | str) -> TaskStatus:
+    if isinstance(value, TaskStatus):
+        return value
+    try:
+        return TaskStatus(value)
+    except ValueError:
+        from coderun.errors import UsageError
+
+        raise UsageError(f"unknown task status {value!r}; one of: all, "
+                         f"{', '.join(s.value for s in TaskStatus)}") from None
+
+
+def find_task(settings: Settings, task_id_or_alias: str) -> Task:
+    """A stored task by its id or one of its aliases (e.g. a CoderEval _id), whatever its status."""
+    tasks = store.query(settings)
+    for t in tasks:
+        if t.task_id == task_id_or_alias:
+            return t
+    hits = [t for t in tasks if task_id_or_alias in t.aliases]
+    if len(hits) == 1:
+        return hits[0]
+    if hits:
+        raise TaskError(f"{task_id_or_alias!r} is an alias of several tasks: "
+                        f"{', '.join(t.task_id for t in hits)}", hint="use the task id")
+    raise TaskError(f"no task {task_id_or_alias!r} in the store",
+                    hint="build tasks with `coderun tasks build PROJECT`; `coderun tasks list` shows ids")

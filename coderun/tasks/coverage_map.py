@@ -1,0 +1,223 @@
+"""Per-test line coverage: which tests execute which lines of the project's own files.
+
+The whole suite runs once, in the project's environment, on a temporary copy of the tree, under
+coverage.py with one dynamic context per test (a tiny pytest plugin switches the context around each
+test's setup/call/teardown). The plugin also records every test's outcome under pytest's own node id,
+so the map never depends on how a junit report names inherited or parametrized tests.
+When coverage cannot be collected, tests are matched to modules by file name instead (weaker).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from coderun.errors import TaskError
+from coderun.manifest import Manifest
+from coderun.records import Baseline, TestOutcome
+from coderun.testrun import pytest_command, test_env
+
+# Loaded into the project's pytest with `-p coderun_covctx`; runs inside the project's venv, so it
+# must work with every pytest and coverage version the built-in projects pin (pytest>=6, coverage>=5).
+_PLUGIN = '''
+import json, os
+import coverage
+
+_outcomes = {}
+
+
+def _switch(context):
+    cov = coverage.Coverage.current()
+    if cov is not None:
+        cov.switch_context(context)
+
+
+def pytest_runtest_logstart(nodeid, location):
+    _switch(nodeid)
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    _switch("")
+
+
+def pytest_runtest_logreport(report):
+    prev = _outcomes.get(report.nodeid, ("passed", 0.0))
+    outcome = prev[0]
+    if report.failed:
+        outcome = "failed" if report.when == "call" else "error"
+    elif report.skipped and outcome == "passed":
+        outcome = "skipped"
+    _outcomes[report.nodeid] = (outcome, prev[1] + float(getattr(report, "duration", 0.0) or 0.0))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    with open(os.environ["CODERUN_COVCTX_OUT"], "w") as fh:
+        json.dump(_outcomes, fh)
+'''
+
+# Reads the coverage data file with the venv's own coverage (its schema matches the writer's).
+_READER = '''
+import json, sys
+import coverage
+
+data = coverage.CoverageData(sys.argv[1])
+data.read()
+out = {}
+for f in data.measured_files():
+    out[f] = {str(ln): sorted(c for c in ctxs if c) for ln, ctxs in data.contexts_by_lineno(f).items()}
+with open(sys.argv[2], "w") as fh:
+    json.dump(out, fh)
+'''
+
+
+@dataclass(frozen=True)
+class CoverageMap:
+    """Test node ids per executed line, per file relative to the tree root; plus run outcomes."""
+
+    project: str
+    kind: str                                      # "coverage" | "filename"
+    lines: dict[str, dict[int, frozenset[str]]] = field(default_factory=dict)
+    outcomes: dict[str, TestOutcome] = field(default_factory=dict)
+    passing: frozenset[str] = frozenset()          # passed in the baseline and in the coverage run
+    test_files: tuple[str, ...] = ()               # every file a passing test lives in
+    reason: str = ""                               # why the fallback was used
+    duration: float = 0.0
+
+    def tests_for(self, relfile: str, lines: Iterable[int]) -> set[str]:
+        """Passing tests that execute any of `lines` in `relfile` (coverage mapping)."""
+        per_line = self.lines.get(relfile, {})
+        found: set[str] = set()
+        for ln in lines:
+            found |= per_line.get(ln, frozenset())
+        return found & self.passing
+
+    def tests_by_filename(self, relfile: str) -> set[str]:
+        """Passing tests in files named after the module (`test_<module>.py`, `<module>_test.py`…)."""
+        module = Path(relfile).stem
+        if module == "__init__":
+            module = Path(relfile).parent.name
+        files = {f for f in self.test_files if _module_of_test(f) == module}
+        return {t for t in self.passing if test_file(t) in files}
+
+
+def _module_of_test(path: str) -> str:
+    stem = Path(path).stem
+    stem = re.sub(r"^(tests?_|t_)", "", stem)
+    return re.sub(r"_tests?$", "", stem)
+
+
+def test_file(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def _venv_env(python: Path) -> dict[str, str]:
+    venv = python.parent.parent
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYTHON", "VIRTUAL_ENV", "PYENV_VERSION", "COV_CORE", "COVERAGE"))}
+    env["VIRTUAL_ENV"] = str(venv)
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def collect_coverage(manifest: Manifest, python: Path, tree: Path, baseline: Baseline | None, *,
+                     log: Path | None = None) -> CoverageMap:
+    """Run the suite on a copy of `tree` under coverage with per-test contexts; fall back by file name.
+
+    `tree` is never modified: everything happens in a temporary copy.
+    """
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="coderun-covmap-") as tmp:
+        work = Path(tmp)
+        copy = work / "tree"
+        shutil.copytree(tree, copy, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+        try:
+            lines, outcomes = _run_with_contexts(manifest, python, copy, work, log)
+            reason = ""
+        except TaskError as e:
+            lines, outcomes, reason = {}, {}, e.message
+    passing = {n for n, o in outcomes.items() if o.outcome == "passed"}
+    if baseline is not None:  # a test the baseline saw must have passed there too
+        known = {t.nodeid for t in baseline.tests}
+        passing = {n for n in passing if n not in known or n in baseline.passing()}
+    if not outcomes and baseline is not None:  # coverage failed entirely: the baseline says what passes
+        outcomes = {t.nodeid: t for t in baseline.tests}
+        passing = baseline.passing()
+    if baseline is not None:  # keep the baseline's durations: they were measured without coverage
+        for t in baseline.tests:
+            if t.nodeid in outcomes:
+                outcomes[t.nodeid] = outcomes[t.nodeid].model_copy(update={"duration": t.duration})
+    kind = "coverage" if lines else "filename"
+    return CoverageMap(project=manifest.name, kind=kind, lines=lines, outcomes=outcomes,
+                       passing=frozenset(passing), test_files=tuple(sorted({test_file(n) for n in passing})),
+                       reason=reason, duration=round(time.monotonic() - started, 2))
+
+
+def _run_with_contexts(manifest: Manifest, python: Path, copy: Path, work: Path, log: Path | None
+                       ) -> tuple[dict[str, dict[int, frozenset[str]]], dict[str, TestOutcome]]:
+    plugin_dir = work / "plugin"
+    plugin_dir.mkdir()
+    (plugin_dir / "coderun_covctx.py").write_text(_PLUGIN)
+    (work / "reader.py").write_text(_READER)
+    rc = work / "coveragerc"
+    data_file = work / "coverage.sqlite"
+    # Our own rc file, so a project's [coverage:run] settings (parallel, branch, source) do not apply.
+    rc.write_text(f"[run]\ndata_file = {data_file}\nsource =\n    {copy}\nparallel = False\n")
+    outcomes_file = work / "outcomes.json"
+    env = _venv_env(python)
+    t_env = test_env(manifest, copy)
+    env.update(t_env)
+    env["PYTHONPATH"] = os.pathsep.join([t_env["PYTHONPATH"], str(plugin_dir)])
+    env["CODERUN_COVCTX_OUT"] = str(outcomes_file)
+    env["COVERAGE_CORE"] = "ctrace"  # sys.monitoring records a line once, not once per context
+    pytest_cmd = pytest_command(manifest, python, rootdir=copy, extra=["-p", "coderun_covctx"])
+    cmd = [str(python), "-m", "coverage", "run", f"--rcfile={rc}", *pytest_cmd[1:]]
+    out = _run(cmd, copy, env, manifest.tests.timeout * 3, log)
+    if out.returncode not in (0, 1) or not outcomes_file.is_file() or not data_file.is_file():
+        raise TaskError(f"{manifest.name}: the coverage run did not complete (exit {out.returncode}): "
+                        + _tail(out.stdout))
+    raw = json.loads(outcomes_file.read_text())
+    outcomes = {n: TestOutcome(nodeid=n, outcome=o, duration=round(d, 4)) for n, (o, d) in raw.items()}
+    dump = work / "contexts.json"
+    read = _run([str(python), str(work / "reader.py"), str(data_file), str(dump)], work, env, 600, log)
+    if read.returncode != 0:
+        raise TaskError(f"{manifest.name}: cannot read the coverage data: {_tail(read.stdout)}")
+    return _relativize(json.loads(dump.read_text()), copy), outcomes
+
+
+def _relativize(raw: dict[str, dict[str, list[str]]], copy: Path) -> dict[str, dict[int, frozenset[str]]]:
+    roots = {str(copy), os.path.realpath(copy)}
+    out: dict[str, dict[int, frozenset[str]]] = {}
+    for path, per_line in raw.items():
+        rel = next((os.path.relpath(path, r) for r in roots if path.startswith(r + os.sep)), None)
+        if rel is None:
+            continue
+        out[Path(rel).as_posix()] = {int(ln): frozenset(ctxs) for ln, ctxs in per_line.items() if ctxs}
+    return out
+
+
+def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float, log: Path | None
+         ) -> subprocess.CompletedProcess:
+    try:
+        proc = subprocess.run(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, errors="replace", timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise TaskError(f"the coverage run timed out after {timeout:.0f}s") from None
+    except OSError as e:
+        raise TaskError(f"cannot start {cmd[0]}: {e}") from None
+    if log is not None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("a") as fh:
+            fh.write(f"$ {' '.join(cmd)}\n{proc.stdout}\n")
+    return proc
+
+
+def _tail(text: str, lines: int = 12) -> str:
+    return "\n".join(text.rstrip().splitlines()[-lines:])

@@ -1,0 +1,121 @@
+"""The task store: task records in SQLite under `settings.store_path`, exportable as JSONL.
+
+One row per task (the full record as JSON, plus the columns queries filter on) and one row per project
+build (its report). Building a project replaces all of that project's rows in one transaction, so the
+store never mixes tasks from two builds.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from coderun.config import Settings
+from coderun.errors import StoreError
+from coderun.records import Task
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tasks (
+    task_id   TEXT PRIMARY KEY,
+    project   TEXT NOT NULL,
+    level     TEXT NOT NULL,
+    status    TEXT NOT NULL,
+    explicit  INTEGER NOT NULL,
+    position  INTEGER NOT NULL,
+    aliases   TEXT NOT NULL,
+    record    TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS tasks_project ON tasks(project);
+CREATE TABLE IF NOT EXISTS task_builds (
+    project   TEXT PRIMARY KEY,
+    commit_sha TEXT NOT NULL,
+    include_weak INTEGER NOT NULL,
+    report    TEXT NOT NULL
+);
+"""
+
+
+@contextmanager
+def connect(settings: Settings) -> Iterator[sqlite3.Connection]:
+    path = settings.store_path
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, timeout=30)
+    except (OSError, sqlite3.Error) as e:
+        raise StoreError(f"cannot open the run store {path}: {e}",
+                         hint="check that $CODERUN_HOME is writable") from None
+    try:
+        conn.executescript(_SCHEMA)
+        with conn:
+            yield conn
+    except sqlite3.DatabaseError as e:
+        raise StoreError(f"the run store {path} is unusable: {e}",
+                         hint="move it aside and rebuild the tasks") from None
+    finally:
+        conn.close()
+
+
+def save_project(settings: Settings, project: str, commit: str, tasks: list[Task], report_json: str,
+                 include_weak: bool = False) -> None:
+    """Replace `project`'s tasks and build report (`include_weak`: its weak tasks join the benchmark)."""
+    rows = [(t.task_id, t.project, t.level.value, t.status.value, int(t.explicit), i,
+             json.dumps(t.aliases), t.model_dump_json()) for i, t in enumerate(tasks)]
+    with connect(settings) as conn:
+        conn.execute("DELETE FROM tasks WHERE project = ?", (project,))
+        conn.executemany("INSERT OR REPLACE INTO tasks VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        conn.execute("INSERT OR REPLACE INTO task_builds VALUES (?, ?, ?, ?)",
+                     (project, commit, int(include_weak), report_json))
+
+
+def query(settings: Settings, *, project: str | None = None, level: str | None = None,
+          statuses: Iterable[str] | None = None) -> list[Task]:
+    sql, args = "SELECT record FROM tasks WHERE 1=1", []
+    if project is not None:
+        sql += " AND project = ?"
+        args.append(project)
+    if level is not None:
+        sql += " AND level = ?"
+        args.append(level)
+    if statuses is not None:
+        statuses = list(statuses)
+        sql += f" AND status IN ({','.join('?' * len(statuses))})"
+        args += statuses
+    sql += " ORDER BY project, position"
+    with connect(settings) as conn:
+        rows = conn.execute(sql, args).fetchall()
+    return [_task(r[0]) for r in rows]
+
+
+def build_reports(settings: Settings) -> dict[str, str]:
+    with connect(settings) as conn:
+        return dict(conn.execute("SELECT project, report FROM task_builds ORDER BY project").fetchall())
+
+
+def weak_included(settings: Settings) -> set[str]:
+    """Projects built with --include-weak."""
+    with connect(settings) as conn:
+        return {r[0] for r in conn.execute("SELECT project FROM task_builds WHERE include_weak = 1")}
+
+
+def _task(record: str) -> Task:
+    try:
+        return Task.model_validate_json(record)
+    except ValidationError as e:
+        raise StoreError(f"a task record in the run store does not match this coderun version: {e}",
+                         hint="rebuild the tasks with `coderun tasks build`") from None
+
+
+def export_jsonl(tasks: list[Task], path: Path) -> int:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", encoding="utf-8") as fh:
+            for t in tasks:
+                fh.write(t.model_dump_json() + "\n")
+    except OSError as e:
+        raise StoreError(f"cannot write {path}: {e.strerror}") from None
+    return len(tasks)
