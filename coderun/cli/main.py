@@ -8,6 +8,7 @@ from coderun import __version__
 from coderun.cli import env, projects
 from coderun.cli._common import CoderunGroup
 from coderun.cli.generate import generate
+from coderun.cli.tasks import app as tasks_app
 
 app = typer.Typer(
     cls=CoderunGroup, no_args_is_help=True, add_completion=False, pretty_exceptions_show_locals=False,
@@ -28,6 +29,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 
 app.add_typer(projects.app, name="projects")
 app.add_typer(env.app, name="env")
+app.add_typer(tasks_app, name="tasks")
 app.command("generate")(generate)
 
 

@@ -1,0 +1,94 @@
+"""`coderun tasks`: build a project's tasks (select, map tests, verify), list them, export them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from coderun.cli._common import JsonOption, ProjectsDirOption, console, print_json, settings
+from coderun.errors import UsageError
+from coderun.manifest import find_manifest
+from coderun.tasks import TaskBuildReport, build_tasks, load_tasks
+from coderun.tasks.store import export_jsonl
+
+app = typer.Typer(no_args_is_help=True, help="Tasks: target functions, their tests, and proof the tests "
+                  "can tell right from wrong.")
+
+_LIST_FIELDS = ("task_id", "aliases", "project", "file", "qualname", "name", "level", "tests", "source",
+                "status", "mapping", "explicit", "flaky_tests", "test_files", "signature")
+
+
+@app.command("build")
+def build(projects: list[str] = typer.Argument(..., help="Project names or manifest paths."),
+          backend: str = typer.Option("local", help="Sandbox for verification: local or docker."),
+          include_weak: bool = typer.Option(False, "--include-weak",
+                                            help="Keep tasks whose tests do not notice the body missing."),
+          projects_dir: list[Path] = ProjectsDirOption, as_json: bool = JsonOption) -> None:
+    """Select each project's tasks, map them to the tests that reach them, verify, store."""
+    if backend not in ("local", "docker"):
+        raise UsageError(f"unknown backend {backend!r}; use local or docker")
+    s = settings(projects_dir)
+    manifests = [find_manifest(p, s) for p in projects]
+    report = build_tasks(manifests, s, backend=backend, include_weak=include_weak, progress=not as_json)
+    if as_json:
+        print_json(report.model_dump(mode="json"))
+    else:
+        _print_report(report)
+
+
+def _print_report(report: TaskBuildReport) -> None:
+    table = Table(title="tasks")
+    for col in ("project", "candidates", "explicit", "covered", "verified", "weak", "flaky", "broken",
+                "uncovered", "flaky tests", "mapping"):
+        table.add_column(col, justify="left" if col in ("project", "mapping") else "right")
+    for p in report.projects:
+        st = p.statuses
+        table.add_row(p.project, str(p.candidates), str(p.explicit), str(p.covered),
+                      *(str(st.get(k, 0)) for k in ("verified", "weak", "flaky", "broken", "uncovered")),
+                      str(len(p.flaky_tests)), p.mapping)
+    console.print(table)
+    for p in report.projects:
+        if p.unresolved:
+            console.print(f"[yellow]{p.project}: manifest targets not found: {', '.join(p.unresolved)}[/]")
+        if p.mapping_note:
+            console.print(f"[yellow]{p.project}: coverage failed, tests mapped by file name: {p.mapping_note}[/]")
+    levels = report.levels()
+    console.print("benchmark tasks per level: " + ", ".join(f"{k} {v}" for k, v in levels.items())
+                  + f" (total {sum(levels.values())})")
+
+
+@app.command("list")
+def list_(project: str = typer.Option(None, "--project", help="Only this project."),
+          level: str = typer.Option(None, "--level", help="Only this runnable level."),
+          status: str = typer.Option(None, "--status", help="verified, weak, flaky, uncovered, broken or "
+                                     "all (default: the benchmark, i.e. verified)."),
+          include_weak: bool = typer.Option(False, "--include-weak", help="Count weak tasks in."),
+          projects_dir: list[Path] = ProjectsDirOption, as_json: bool = JsonOption) -> None:
+    """List stored tasks; with --json one JSON object per line."""
+    tasks = load_tasks(settings(projects_dir), project=project, level=level, include_weak=include_weak,
+                       status=status)
+    if as_json:
+        for t in tasks:
+            print_json(t.model_dump(mode="json", include=set(_LIST_FIELDS)))
+        return
+    table = Table()
+    for col in ("task", "level", "status", "tests", "aliases"):
+        table.add_column(col)
+    for t in tasks:
+        table.add_row(t.task_id, t.level.value, t.status.value, str(len(t.tests)), ", ".join(t.aliases))
+    console.print(table)
+    console.print(f"{len(tasks)} tasks")
+
+
+@app.command("export")
+def export(output: Path = typer.Option(..., "-o", "--output", help="JSONL file to write."),
+           project: str = typer.Option(None, "--project", help="Only this project."),
+           status: str = typer.Option(None, "--status", help="As for `list` (default: the benchmark)."),
+           include_weak: bool = typer.Option(False, "--include-weak", help="Count weak tasks in."),
+           projects_dir: list[Path] = ProjectsDirOption) -> None:
+    """Write full task records, one JSON object per line."""
+    tasks = load_tasks(settings(projects_dir), project=project, include_weak=include_weak, status=status)
+    n = export_jsonl(tasks, output)
+    console.print(f"wrote {n} tasks to {output}")
