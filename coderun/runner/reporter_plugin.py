@@ -1,0 +1,222 @@
+"""coderun's pytest reporter: loaded with `-p coderun_reporter` from a folder outside the sample's copy.
+
+Standalone on purpose (no coderun imports): it runs inside the project's interpreter, which may be
+another Python version without coderun installed. It is configured by three environment variables,
+removed from os.environ as soon as it is imported (before conftest files or test modules are):
+
+    CODERUN_REPORT          path of the report file (JSON lines, opened once for appending)
+    CODERUN_REPORT_TOKEN    a random token copied into every record, so stray lines are ignored
+    CODERUN_TEST_TIMEOUT    seconds allowed per test (setup + call + teardown); 0 disables
+
+Records: `start`, `collected` (node ids and collection errors), `begin` / `test` per test, `tamper`
+(pytest or unittest result machinery patched, or plugins registered after collection), `finish`.
+
+What this guarantees, honestly: the generated code runs in this same process, so code written to
+attack coderun specifically can forge records. What it cannot do by accident or with generic tricks:
+exiting early (`sys.exit`, `os._exit`, signals, KeyboardInterrupt) leaves tests without a `test`
+record, and a missing test is a failure; printed "PASSED" lines and fake junit files are never read;
+a test that hangs is stopped by SIGALRM, and by faulthandler (which ends the process) if the alarm is
+swallowed; replacing pytest/unittest reporting functions or registering hooks after collection is
+reported as tampering.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import json
+import os
+import signal
+import sys
+import time
+
+import pytest
+
+_PATH = os.environ.pop("CODERUN_REPORT", "")
+_TOKEN = os.environ.pop("CODERUN_REPORT_TOKEN", "")
+_TIMEOUT = float(os.environ.pop("CODERUN_TEST_TIMEOUT", "0") or 0)
+_FD = os.open(_PATH, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600) if _PATH else -1
+_MAX_MESSAGE = 4000
+_MAX_LINES = 40
+
+_phases: dict[str, dict[str, object]] = {}
+_snapshot: dict[str, object] = {}
+_plugins_after_collection: set[int] | None = None
+_timed_out: set[str] = set()
+_config = None
+
+
+def _emit(kind: str, **data: object) -> None:
+    if _FD < 0:
+        return
+    line = json.dumps({"token": _TOKEN, "kind": kind, **data}, default=str) + "\n"
+    # When the channel is gone, the missing records make every remaining test count as not run.
+    with contextlib.suppress(OSError):
+        os.write(_FD, line.encode("utf-8", "replace"))
+
+
+class TestTimeout(BaseException):
+    """Raised in the main thread when a test overruns; a BaseException so `except Exception` in the
+    code under test does not swallow it."""
+
+    __test__ = False
+
+
+def _on_alarm(signum, frame):
+    raise TestTimeout(f"Timeout: test exceeded {_TIMEOUT:g} s (coderun per-test timeout)")
+
+
+# -- what a sample could patch to forge results ----------------------------------------------------
+
+_WATCHED = (
+    "_pytest.runner:call_and_report", "_pytest.runner:call_runtest_hook", "_pytest.runner:runtestprotocol",
+    "_pytest.runner:pytest_runtest_makereport", "_pytest.runner:CallInfo.from_call",
+    "_pytest.reports:TestReport.__init__", "_pytest.reports:TestReport.from_item_and_call",
+    "_pytest.reports:BaseReport.passed", "_pytest.reports:BaseReport.failed",
+    "_pytest.reports:BaseReport.skipped", "_pytest.reports:BaseReport.outcome",
+    "_pytest.python:pytest_pyfunc_call", "_pytest.python:Function.runtest",
+    "_pytest.unittest:TestCaseFunction.runtest", "_pytest.outcomes:fail", "_pytest.outcomes:skip",
+    "unittest:TestCase.run", "unittest:TestCase.__call__", "unittest:TestResult.addFailure",
+    "unittest:TestResult.addError", "unittest:TestResult.wasSuccessful",
+    "coderun_reporter:_emit", "coderun_reporter:_merge",
+)
+
+
+def _lookup(spec: str) -> object:
+    """The object at `module:Attr.path`, read through class __dict__s so properties are not called."""
+    module_name, _, path = spec.partition(":")
+    obj = sys.modules.get(module_name)
+    for part in path.split("."):
+        if obj is None:
+            return None
+        obj = vars(obj).get(part) if isinstance(obj, type) else getattr(obj, part, None)
+    return obj
+
+
+def _watched() -> dict[str, object]:
+    import unittest  # noqa: F401  (so unittest's classes are there to be watched)
+
+    return {spec: _lookup(spec) for spec in _WATCHED}
+
+
+def _check_tampering(config, where: str) -> None:
+    if not _snapshot or config is None:
+        return
+    now = _watched()
+    for name, original in _snapshot.items():
+        if now.get(name) is not original:
+            _emit("tamper", what=f"{name} was replaced ({where})")
+    _snapshot.update(now)  # report each replacement once
+    global _plugins_after_collection
+    if _plugins_after_collection is not None:
+        current = {id(p) for p in config.pluginmanager.get_plugins()}
+        added = current - _plugins_after_collection
+        if added:
+            names = [config.pluginmanager.get_name(p) or repr(p) for p in config.pluginmanager.get_plugins()
+                     if id(p) in added]
+            _emit("tamper", what=f"pytest plugins registered during the tests ({where}): {names}")
+        _plugins_after_collection = current
+
+
+# -- hooks -------------------------------------------------------------------------------------
+
+def pytest_configure(config):
+    global _config
+    _config = config
+    _snapshot.update(_watched())
+    _emit("start", pid=os.getpid(), python=sys.version.split()[0], pytest=pytest.__version__,
+          timeout=_TIMEOUT, rootdir=str(getattr(config, "rootpath", None) or config.rootdir))
+
+
+def pytest_collectreport(report):
+    if report.failed:
+        _emit("collect_error", nodeid=report.nodeid, message=_trim(report))
+
+
+def pytest_collection_finish(session):
+    global _plugins_after_collection
+    _plugins_after_collection = {id(p) for p in session.config.pluginmanager.get_plugins()}
+    conftests = sorted({getattr(p, "__file__", "") for p in session.config.pluginmanager.get_plugins()
+                        if getattr(p, "__name__", "").endswith("conftest")} - {""})
+    _emit("collected", nodeids=[item.nodeid for item in session.items], conftests=conftests)
+
+
+def pytest_runtest_logstart(nodeid, location):
+    _phases[nodeid] = {}
+    _emit("begin", nodeid=nodeid)
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Arm the per-test alarm around setup, call and teardown."""
+    if _TIMEOUT > 0:
+        signal.signal(signal.SIGALRM, _on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, _TIMEOUT)
+        # If the alarm is swallowed or the test hangs in C code, dump the stacks and end the process.
+        faulthandler.dump_traceback_later(_TIMEOUT + 5, exit=True)
+    try:
+        yield
+    finally:
+        _disarm()
+
+
+def _disarm() -> None:
+    if _TIMEOUT > 0:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        faulthandler.cancel_dump_traceback_later()
+
+
+def pytest_runtest_logreport(report):
+    if "coderun per-test timeout" in str(getattr(report, "longrepr", "") or "")[-3000:]:
+        _timed_out.add(report.nodeid)
+    _phases.setdefault(report.nodeid, {})[report.when] = report
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    _disarm()
+    _check_tampering(_config, f"after {nodeid}")
+    phases = _phases.pop(nodeid, {})
+    outcome, message, duration = _merge(phases)
+    _emit("test", nodeid=nodeid, outcome=outcome, duration=duration, message=message,
+          timeout=nodeid in _timed_out, at=time.time())
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _check_tampering(session.config, "at the end of the session")
+    _emit("finish", exitstatus=int(exitstatus))
+
+
+# -- helpers -----------------------------------------------------------------------------------
+
+def _merge(phases: dict[str, object]) -> tuple[str, str, float]:
+    """One outcome from setup/call/teardown reports: an error outside the call is `error`. Reads the
+    plain `outcome` strings, not the report properties, which are easier to patch."""
+    duration = sum(float(getattr(r, "duration", 0.0) or 0.0) for r in phases.values())
+    setup, call, teardown = phases.get("setup"), phases.get("call"), phases.get("teardown")
+    setup_outcome = getattr(setup, "outcome", None)
+    if setup_outcome == "failed":
+        return "error", _trim(setup), duration
+    if setup_outcome == "skipped":
+        return "skipped", _trim(setup), duration
+    if call is None:
+        return "error", "the test body did not run", duration
+    call_outcome = getattr(call, "outcome", None)
+    if call_outcome in ("failed", "skipped"):
+        return call_outcome, _trim(call), duration
+    if getattr(teardown, "outcome", None) == "failed":
+        return "error", _trim(teardown), duration
+    if call_outcome != "passed" or setup_outcome != "passed":
+        return "error", f"unexpected outcomes setup={setup_outcome!r} call={call_outcome!r}", duration
+    return "passed", "", duration
+
+
+def _trim(report) -> str:
+    """The exception line first, then the last frames of the traceback, within a few kilobytes."""
+    longrepr = getattr(report, "longrepr", None)
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:  # a skip: (file, line, reason)
+        return str(longrepr[2])[:_MAX_MESSAGE]
+    text = getattr(report, "longreprtext", "") or str(longrepr or "")
+    crash = getattr(getattr(longrepr, "reprcrash", None), "message", "")
+    lines = text.rstrip().splitlines()[-_MAX_LINES:]
+    body = "\n".join(lines)[-_MAX_MESSAGE:]
+    return f"{crash}\n{body}" if crash and crash not in body[-len(crash) - 200:] else body

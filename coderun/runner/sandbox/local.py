@@ -1,0 +1,387 @@
+"""The `local` backend: the project's venv on this machine. A convenience for TRUSTED code.
+
+What it does: each sample runs on a temporary copy of the pristine tree (real copies, never hardlinks,
+so a sample cannot write through to the original); each command runs in its own session with
+stdin=/dev/null, a scrubbed environment (no variables from coderun's process, so no path to the run
+store), resource limits (address space, file size, CPU time, no core files; process count through
+RLIMIT_NPROC when not root, and through a pids cgroup when this machine lets coderun create one), and
+captured output capped to head + tail. When the command exits or times out, its whole process group
+is killed with SIGKILL, and a sweep kills anything that escaped it with setsid: every process whose
+initial environment carries this exec's marker, every process in its session and in its cgroup.
+
+What it does NOT do: the sample runs as the same user as coderun, with the network, and can read and
+write anything that user can (a deliberately hostile process can also clear its marker and leave the
+cgroup when it runs as root). It says so with a warning when it starts. Use `docker` for untrusted code.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import math
+import os
+import resource
+import selectors
+import shutil
+import signal
+import stat
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+import warnings
+from pathlib import Path
+
+from coderun.errors import SandboxError, SandboxUnavailable
+from coderun.runner.sandbox.base import CappedBuffer, ExecResult, Sandbox, SandboxSpec, check_exec_args
+
+MARKER = "CODERUN_SANDBOX_ID"
+_PREFIX = "coderun-sbx-"
+_READ_LIMIT = 256 << 20
+_CGROUP_ROOTS = ("/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified", "/sys/fs/cgroup")
+
+
+class UntrustedCodeWarning(UserWarning):
+    """The local backend runs generated code with this user's rights (see the module docstring)."""
+
+
+class LocalSandbox(Sandbox):
+    name = "local"
+
+    def __init__(self, spec: SandboxSpec):
+        super().__init__(spec)
+        self.root: Path | None = None
+        self._workdirs: set[Path] = set()
+        self._lock = threading.Lock()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self.root is not None:
+            return
+        if not Path(self.spec.project_dir).is_dir():
+            raise SandboxUnavailable(f"local sandbox: project tree {self.spec.project_dir} does not exist")
+        if not os.access(self.spec.python, os.X_OK):
+            raise SandboxUnavailable(f"local sandbox: no interpreter at {self.spec.python}",
+                                     hint=f"build the environment: `coderun env build {self.spec.project}`")
+        warnings.warn("the local backend runs generated code as this user, with the network and without "
+                      "isolation; use --backend docker for code you do not trust",
+                      UntrustedCodeWarning, stacklevel=2)
+        cleanup_stale_workdirs()
+        self.root = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{self.spec.run_id}-{self.spec.slot}-"))
+        (self.root / "owner.pid").write_text(str(os.getpid()))
+        (self.root / "harness").mkdir()
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        root, self.root = self.root, None
+        if root is None:
+            return
+        atexit.unregister(self.close)
+        _rmtree(root)
+        self._workdirs.clear()
+
+    def _root(self) -> Path:
+        if self.root is None:
+            raise SandboxError("local sandbox used before start() or after close()")
+        return self.root
+
+    def harness_dir(self) -> str:
+        return str(self._root() / "harness")
+
+    # -- workdirs ----------------------------------------------------------------------------
+
+    def new_workdir(self) -> str:
+        base = self._root() / f"w-{uuid.uuid4().hex[:10]}"
+        try:
+            base.mkdir()
+            (base / "home").mkdir()
+            (base / "tmp").mkdir()
+            # Real copies: a hardlinked copy would let a sample write through to the pristine tree.
+            shutil.copytree(self.spec.project_dir, base / "project", symlinks=True)
+        except OSError as e:
+            _rmtree(base)
+            raise SandboxError(f"local sandbox: cannot copy {self.spec.project_dir}: {e}") from None
+        with self._lock:
+            self._workdirs.add(base)
+        return str(base / "project")
+
+    def remove_workdir(self, path: str) -> None:
+        base = Path(path).parent
+        with self._lock:
+            if base not in self._workdirs:
+                raise SandboxError(f"local sandbox: {path} is not a workdir of this sandbox")
+            self._workdirs.discard(base)
+        _rmtree(base)
+
+    # -- files -------------------------------------------------------------------------------
+
+    def read_file(self, path: str) -> bytes:
+        # Regular files only, links not followed: a sample may have replaced a file it can write with a
+        # link to /dev/zero or to a file it wants coderun to read.
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError as e:
+            if isinstance(e, FileNotFoundError):
+                raise
+            raise FileNotFoundError(f"{path}: not a readable regular file ({e.strerror})") from None
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise FileNotFoundError(f"{path}: not a regular file")
+            return f.read(_READ_LIMIT)
+
+    def write_file(self, path: str, data: bytes) -> None:
+        target = Path(path)
+        if not target.resolve().is_relative_to(self._root().resolve()):
+            raise SandboxError(f"local sandbox: refusing to write {path} outside {self._root()}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+    # -- exec --------------------------------------------------------------------------------
+
+    def exec(self, cmd: list[str], *, cwd: str, env: dict[str, str] | None = None, timeout: float,
+             stdin: bytes | None = None, output_limit: int | None = None) -> ExecResult:
+        check_exec_args(cmd, timeout)
+        token = uuid.uuid4().hex
+        full_env = self._env(cwd, env or {}, token)
+        limit = output_limit or self.spec.limits.output_limit
+        cgroup = _PidsCgroup.create(f"{_PREFIX}{token[:16]}", self.spec.limits.pids)
+        argv = _with_outer_timeout(cmd, timeout)
+        started = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                argv, cwd=cwd, env=full_env, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, close_fds=True,
+                preexec_fn=self._preexec(timeout, cgroup))
+        except OSError as e:
+            if cgroup:
+                cgroup.remove()
+            raise SandboxError(f"local sandbox: cannot start {cmd[0]}: {e}") from None
+        try:
+            out, err, timed_out = _collect(proc, stdin, limit, started + timeout,
+                                           lambda: _sweep(proc.pid, token, cgroup))
+        finally:
+            _sweep(proc.pid, token, cgroup)
+            if cgroup:
+                cgroup.remove()
+        return ExecResult(returncode=proc.returncode, stdout=out.text(), stderr=err.text(),
+                          timed_out=timed_out, truncated=out.truncated or err.truncated,
+                          duration=time.monotonic() - started)
+
+    def _env(self, cwd: str, extra: dict[str, str], token: str) -> dict[str, str]:
+        base = Path(cwd).resolve()
+        wroot = next((w for w in self._workdirs if base.is_relative_to(w.resolve())), None)
+        home = (wroot or self._root()) / "home"
+        tmp = (wroot or self._root()) / "tmp"
+        home.mkdir(exist_ok=True)
+        tmp.mkdir(exist_ok=True)
+        env = {
+            "PATH": os.pathsep.join([str(Path(self.spec.python).parent), "/usr/local/bin", "/usr/bin", "/bin"]),
+            "HOME": str(home), "TMPDIR": str(tmp), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
+        }
+        env.update(extra)
+        env[MARKER] = token
+        return env
+
+    def _preexec(self, timeout: float, cgroup: _PidsCgroup | None):
+        limits = self.spec.limits
+        cpu = math.ceil(timeout) + 5
+        nproc = _nproc_limit(limits.pids)
+        procs_file = str(cgroup.path / "cgroup.procs") if cgroup else None
+
+        def apply() -> None:  # runs in the child between fork and exec: keep it to system calls
+            if procs_file:
+                fd = os.open(procs_file, os.O_WRONLY)
+                os.write(fd, b"0")
+                os.close(fd)
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            resource.setrlimit(resource.RLIMIT_AS, (limits.memory_mb << 20,) * 2)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size_mb << 20,) * 2)
+            resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
+            if nproc is not None:
+                resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+
+        return apply
+
+
+def _with_outer_timeout(cmd: list[str], timeout: float) -> list[str]:
+    """Put coreutils `timeout` between coderun and the command: a sample that signals its parent hits
+    that process, not coderun (coderun's own deadline still applies when it is missing)."""
+    tool = shutil.which("timeout")
+    if not tool:
+        return cmd
+    return [tool, "-s", "KILL", str(math.ceil(timeout) + 2), *cmd]
+
+
+def _nproc_limit(pids: int) -> int | None:
+    """RLIMIT_NPROC counts every process of the user and is ignored for root, so: none for root, and
+    the user's current count plus `pids` otherwise (a smaller value would break their other programs)."""
+    uid = os.geteuid()
+    if uid == 0:
+        return None
+    mine = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if entry.stat().st_uid == uid:
+                    mine += 1
+    return mine + pids
+
+
+def _collect(proc: subprocess.Popen, stdin: bytes | None, limit: int, deadline: float,
+             on_exit) -> tuple[CappedBuffer, CappedBuffer, bool]:
+    """Read stdout and stderr with a cap until EOF; kill everything at the deadline. Once the main
+    process has exited, `on_exit` kills what it left running, so inherited pipes reach EOF."""
+    if stdin is not None:
+        threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True).start()
+    bufs = {proc.stdout: CappedBuffer(limit), proc.stderr: CappedBuffer(limit)}
+    sel = selectors.DefaultSelector()
+    for stream in bufs:
+        sel.register(stream, selectors.EVENT_READ)
+    timed_out = False
+    swept = False
+    try:
+        while sel.get_map():
+            now = time.monotonic()
+            if not swept and (proc.poll() is not None or now >= deadline):
+                timed_out = proc.returncode is None
+                on_exit()
+                swept = True
+            for key, _ in sel.select(timeout=0.1 if swept else max(0.0, min(deadline - now, 0.2))):
+                chunk = os.read(key.fd, 65536)
+                if chunk:
+                    bufs[key.fileobj].feed(chunk)
+                else:
+                    sel.unregister(key.fileobj)
+    finally:
+        sel.close()
+        for stream in bufs:
+            stream.close()
+    proc.wait()
+    return bufs[proc.stdout], bufs[proc.stderr], timed_out
+
+
+def _feed(pipe, data: bytes) -> None:
+    with contextlib.suppress(OSError):
+        pipe.write(data)
+    with contextlib.suppress(OSError):
+        pipe.close()
+
+
+def _sweep(pgid: int, token: str, cgroup: _PidsCgroup | None) -> None:
+    """SIGKILL the process group, the cgroup, and any process carrying the marker or in the session."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+    for _ in range(20):
+        victims = set(cgroup.pids()) if cgroup else set()
+        victims |= _marked_processes(token, pgid)
+        victims.discard(os.getpid())
+        if not victims:
+            return
+        for pid in victims:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
+
+
+def _marked_processes(token: str, sid: int) -> set[int]:
+    needle = f"{MARKER}={token}".encode()
+    found = set()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            if fields[0] == b"Z":
+                continue
+            if int(fields[3]) == sid:  # fields after the name: state ppid pgrp session ...
+                found.add(pid)
+                continue
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    found.add(pid)
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+class _PidsCgroup:
+    """A pids cgroup (v1 or v2) for one exec: a hard process-count limit and a complete kill list."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    @classmethod
+    def create(cls, name: str, max_pids: int) -> _PidsCgroup | None:
+        for root in _CGROUP_ROOTS:
+            base = Path(root)
+            if not (base / "cgroup.procs").exists():
+                continue
+            if base.name != "pids" and "pids" not in _read(base / "cgroup.controllers"):
+                continue
+            path = base / name
+            try:
+                path.mkdir()
+                (path / "pids.max").write_text(str(max_pids))
+                return cls(path)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    path.rmdir()
+        return None
+
+    def pids(self) -> list[int]:
+        return [int(p) for p in _read(self.path / "cgroup.procs").split()]
+
+    def remove(self) -> None:
+        for _ in range(50):
+            for pid in self.pids():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                time.sleep(0.05)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def _rmtree(path: Path) -> None:
+    """Remove a tree a sample may have made unreadable (chmod 000 directories)."""
+    def fix(func, p, _exc):
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(p), stat.S_IRWXU)
+            os.chmod(p, stat.S_IRWXU)
+        with contextlib.suppress(FileNotFoundError):
+            if os.path.isdir(p) and not os.path.islink(p):
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                os.unlink(p)
+
+    if path.exists() or path.is_symlink():
+        shutil.rmtree(path, onerror=fix)
+
+
+def cleanup_stale_workdirs() -> list[str]:
+    """Remove sandbox folders left in the temp dir by coderun processes that no longer run."""
+    removed = []
+    for entry in Path(tempfile.gettempdir()).glob(f"{_PREFIX}*"):
+        try:
+            owner = int((entry / "owner.pid").read_text())
+        except (OSError, ValueError):
+            continue
+        if owner != os.getpid() and not Path(f"/proc/{owner}").exists():
+            _rmtree(entry)
+            removed.append(str(entry))
+    return removed
