@@ -54,7 +54,7 @@ def test_extract_from_markdown_fence_in_prose():
     answer = "Here you go:\n```python\nimport os\n\ndef f(a):\n    return os.sep + a\n```\nDone."
     got = extract_code(answer, "f")
     assert got.how is Extraction.FENCED
-    assert got.code == "def f(a):\n    return os.sep + a\n"
+    assert got.code == "import os\n\ndef f(a):\n    return os.sep + a\n"   # imports are the splicer's
 
 
 def test_extract_prefers_the_block_that_defines_the_target():
@@ -62,8 +62,8 @@ def test_extract_prefers_the_block_that_defines_the_target():
     assert extract_code(answer, "f").code == "def f(a):\n    return a\n"
 
 
-def test_extract_method_out_of_a_class_keeps_decorators():
-    answer = "```python\nclass A:\n    @staticmethod\n    def f(a):\n        return a\n\n    def g(self):\n        pass\n```"
+def test_extract_indented_block_is_dedented():
+    answer = "```python\n    @staticmethod\n    def f(a):\n        return a\n```"
     assert extract_code(answer, "f").code == "@staticmethod\ndef f(a):\n    return a\n"
 
 

@@ -3,7 +3,7 @@
 Chat answers mix prose and code: the code is taken from markdown fences (```python … ```, ``` … ```, an
 unterminated fence at the end of a truncated answer), else from the first line that starts the target
 function (`def name`, `async def name`, or a decorator right before it) to the end of the indented block.
-When the code parses and defines the target, only that function (decorators included) is kept.
+The block is kept whole (dedented): imports and helpers beside the function are the splicer's to place.
 
 Completions continue a prompt that ends with the function header: the continuation is cut where the body
 ends (the first non-blank line indented at or left of the `def`) and glued to the header.
@@ -40,12 +40,12 @@ def extract_code(answer: str, name: str) -> Extracted:
     python_blocks = [b for lang, b in blocks if lang in ("", "python", "py", "python3")] or [b for _, b in blocks]
     if python_blocks:
         best = next((b for b in python_blocks if _defines(b, name)), python_blocks[0])
-        return Extracted(_only_function(best, name), Extraction.FENCED)
+        return Extracted(_dedented(best), Extraction.FENCED)
     if _parses(answer) and _defines(answer, name):
-        return Extracted(_only_function(answer, name), Extraction.WHOLE)
+        return Extracted(_dedented(answer), Extraction.WHOLE)
     found = _from_prose(answer, name)
     if found:
-        return Extracted(_only_function(found, name), Extraction.PROSE)
+        return Extracted(found, Extraction.PROSE)
     return Extracted("", Extraction.NONE)
 
 
@@ -85,19 +85,8 @@ def _from_prose(text: str, name: str) -> str:
     return textwrap.dedent(((head + "\n") if head else "") + "\n".join(body)).rstrip() + "\n"
 
 
-def _only_function(code: str, name: str) -> str:
-    """The target function alone when the code parses and defines it; otherwise the code as it is."""
-    code = textwrap.dedent(code)
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError):
-        return code.rstrip() + "\n"
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
-            start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-            lines = code.splitlines()[start - 1: node.end_lineno]
-            return textwrap.dedent("\n".join(lines)).rstrip() + "\n"
-    return code.rstrip() + "\n"
+def _dedented(code: str) -> str:
+    return textwrap.dedent(code).strip("\n") + "\n"
 
 
 def _indent(line: str) -> int:
