@@ -9,6 +9,7 @@ Code that does not parse gets no flags: it never runs.
 from __future__ import annotations
 
 import ast
+import warnings
 
 from coderun.runner.splice import SampleSyntaxError, extract_code
 
@@ -180,6 +181,12 @@ class _Flagger(ast.NodeVisitor):
             self.flag(f"patches {module}")
 
 
+def _parse(code: str) -> ast.Module:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.parse(code)
+
+
 def sample_flags(code: str, name: str | None = None) -> list[str]:
     """Short flags, in order of first appearance, for code that touches the test machinery.
 
@@ -187,12 +194,12 @@ def sample_flags(code: str, name: str | None = None) -> list[str]:
     first extracted the way the injector does it.
     """
     try:
-        tree = ast.parse(code)
+        tree = _parse(code)
     except (SyntaxError, ValueError):
         if name is None:
             return []
         try:
-            tree = ast.parse(extract_code(code, name)[0])
+            tree = _parse(extract_code(code, name)[0])
         except (SampleSyntaxError, SyntaxError, ValueError):
             return []
     flagger = _Flagger()

@@ -38,6 +38,7 @@ import ast
 import re
 import sys
 import threading
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from enum import Enum
@@ -244,16 +245,22 @@ def host_feature_version(python: tuple[int, int] | None) -> tuple[int, int] | No
     return max(python, (3, 4))
 
 
+def _quiet_parse(code: str, python: tuple[int, int] | None) -> ast.Module:
+    with warnings.catch_warnings():   # a sample's invalid escapes are its own business
+        warnings.simplefilter("ignore")
+        return ast.parse(code, feature_version=host_feature_version(python))
+
+
 def _parses(code: str, python: tuple[int, int] | None) -> ast.Module | None:
     try:
-        return ast.parse(code, feature_version=host_feature_version(python))
+        return _quiet_parse(code, python)
     except (SyntaxError, ValueError):   # ValueError: null bytes
         return None
 
 
 def _syntax_message(code: str, python: tuple[int, int] | None) -> str:
     try:
-        ast.parse(code, feature_version=host_feature_version(python))
+        _quiet_parse(code, python)
     except SyntaxError as exc:
         return f"line {exc.lineno}: {exc.msg}"
     except ValueError as exc:
@@ -633,8 +640,10 @@ def _shifted(offset: int, edits: list[_Edit]) -> int:
 
 def _compile_error(source: str, python: tuple[int, int] | None) -> str | None:
     try:
-        tree = ast.parse(source, feature_version=host_feature_version(python))
-        compile(tree, "<spliced>", "exec", dont_inherit=True)
+        tree = _quiet_parse(source, python)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(tree, "<spliced>", "exec", dont_inherit=True)
     except (SyntaxError, ValueError) as exc:
         where = f"line {exc.lineno}: " if isinstance(exc, SyntaxError) else ""
         return f"{where}{getattr(exc, 'msg', str(exc))}"
