@@ -1,0 +1,154 @@
+"""Data preparation: list CoderEval's task functions in the built-in manifests' `tasks.targets`.
+
+For each CoderEval task of a project we ship (results-CodeGen-raw.jsonl gives file and name), find the
+function in the project's sdist tree (a name may be defined several times in a file: the definition
+whose docstring matches CoderEval's is taken), and write `function`, `aliases: [<_id>]` and the
+human-labeled docstring (CEPythonHumanLabel.jsonl, question_id = _id) into the manifest's `tasks:`
+section. Functions not in the tree are left out and printed.
+
+    python benchmarks/codereval_targets.py [--dry-run]
+
+Not product code: coderun never reads CoderEval's data; this script writes manifests once.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import inspect
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import yaml
+
+from coderun.config import BUILTIN_PROJECTS_DIR, load_settings
+from coderun.manifest import load_manifest
+from coderun.sources import checkout
+
+DATA = Path("/work/shared/codereval")
+PROJECTS = {  # CoderEval's GitHub project -> (built-in manifest, prefix of file paths in the sdist)
+    "pexip/os-python-cachetools": ("cachetools", ""),
+    "pexip/os-python-dateutil": ("python-dateutil", ""),
+    "witten/borgmatic": ("borgmatic", ""),
+    "witten/atticmatic": ("borgmatic", ""),
+    "cpburnz/python-sql-parameters": ("sqlparams", ""),
+    "skorokithakis/shortuuid": ("shortuuid", ""),
+    "jaywink/federation": ("federation", ""),
+    "pexip/os-zope": ("zope.interface", ""),
+}
+
+
+def definitions(source: str, name: str) -> list[tuple[str, str, str]]:
+    """(qualname, docstring, argument names) of every function called `name`, nested ones excluded."""
+    out: list[tuple[str, str, str]] = []
+
+    def walk(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                walk(child, f"{prefix}{child.name}.")
+            elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                if child.name == name:
+                    out.append((prefix + child.name, ast.get_docstring(child) or "", _args(child)))
+            elif isinstance(child, ast.If | ast.Try | ast.With):
+                walk(child, prefix)
+
+    walk(ast.parse(source), "")
+    return out
+
+
+def _args(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    a = fn.args
+    return ",".join(x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs])
+
+
+def pick(defs: list[tuple[str, str, str]], docstring: str, signature: str) -> tuple[str | None, str]:
+    """The definition CoderEval means: the only one, the one whose docstring matches, or whose arguments do."""
+    if not defs:
+        return None, "not in the file"
+    if len(defs) == 1:
+        return defs[0][0], ""
+    want = inspect.cleandoc(docstring)
+    scored = sorted(((difflib.SequenceMatcher(None, want, d).ratio(), q) for q, d, _ in defs), reverse=True)
+    best, second = scored[0], scored[1]
+    if best[0] >= 0.6 and best[0] - second[0] >= 0.1:
+        return best[1], ""
+    try:
+        sig = ast.parse(signature.strip() + "\n    pass").body[0]
+        same = [q for q, _, args in defs if args == _args(sig)]
+    except SyntaxError:
+        same = []
+    if len(same) == 1:
+        return same[0], ""
+    return None, (f"{len(defs)} definitions and neither docstring nor signature singles one out: "
+                  + ", ".join(q for _, q in scored))
+
+
+def main(dry_run: bool) -> None:
+    rows = [json.loads(line) for line in (DATA / "results-CodeGen-raw.jsonl").open()]
+    human = {r["question_id"]: r["docstring"] for r in map(json.loads, (DATA / "CEPythonHumanLabel.jsonl").open())}
+    signature = {r["question_id"]: r["signature"] for r in map(json.loads, (DATA / "CEPythonRaw.jsonl").open())}
+    settings = load_settings()
+    targets: dict[str, dict[str, dict]] = defaultdict(dict)  # manifest -> function -> target
+    left_out: list[str] = []
+    trees: dict[str, Path] = {}
+    for r in rows:
+        if r["project"] not in PROJECTS:
+            continue
+        name, prefix = PROJECTS[r["project"]]
+        manifest = load_manifest(BUILTIN_PROJECTS_DIR / f"{name}.yaml")
+        if name not in trees:
+            trees[name] = checkout(manifest, settings).path
+        rel = prefix + r["file_path"]
+        path = trees[name] / rel
+        if not path.is_file():
+            left_out.append(f"{r['_id']} {r['project']} {rel}::{r['name']}: file not in {name}'s sdist")
+            continue
+        qual, why = pick(definitions(path.read_text(encoding="utf-8"), r["name"]), r["docstring"],
+                         signature.get(r["_id"], ""))
+        if qual is None:
+            left_out.append(f"{r['_id']} {r['project']} {rel}::{r['name']}: {why}")
+            continue
+        key = f"{rel}::{qual}"
+        t = targets[name].setdefault(key, {"function": key, "aliases": [], "human_docstring": None})
+        t["aliases"].append(r["_id"])
+        t["human_docstring"] = t["human_docstring"] or human.get(r["_id"])
+    for name, found in sorted(targets.items()):
+        print(f"{name}: {len(found)} functions, {sum(len(t['aliases']) for t in found.values())} CoderEval tasks")
+        if not dry_run:
+            write_targets(BUILTIN_PROJECTS_DIR / f"{name}.yaml", list(found.values()))
+    print(f"left out ({len(left_out)}):")
+    for line in left_out:
+        print("  " + line)
+
+
+class _Dumper(yaml.SafeDumper):
+    """Multi-line docstrings as literal blocks, so a person can read them in the manifest."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def write_targets(path: Path, targets: list[dict]) -> None:
+    """Replace the `tasks:` section (the last top-level key of every built-in manifest)."""
+    text = path.read_text()
+    head, sep, _ = text.partition("\ntasks:\n")
+    if not sep:
+        raise SystemExit(f"{path}: no top-level `tasks:` section at the end")
+    current = yaml.safe_load(text).get("tasks") or {}
+    clean = [{k: v for k, v in t.items() if v} for t in targets]
+    section = {"targets": clean, **{k: v for k, v in current.items() if k != "targets"}}
+    body = yaml.dump({"tasks": section}, Dumper=_Dumper, sort_keys=False, width=100, allow_unicode=True)
+    note = "# tasks.targets: CoderEval's tasks in this project (generated by benchmarks/codereval_targets.py)\n"
+    path.write_text(head + "\n" + note + body)
+    load_manifest(path)  # still valid
+
+
+if __name__ == "__main__":
+    main("--dry-run" in sys.argv)
