@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from coderun import __version__
-from coderun.cli import env, projects
+from coderun.cli import env, images, projects
 from coderun.cli._common import CoderunGroup
 from coderun.cli.generate import generate
 from coderun.cli.tasks import app as tasks_app
@@ -30,6 +30,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
 app.add_typer(projects.app, name="projects")
 app.add_typer(env.app, name="env")
 app.add_typer(tasks_app, name="tasks")
+app.add_typer(images.app, name="images")
 app.command("generate")(generate)
 
 

@@ -1,0 +1,155 @@
+"""`coderun images`: build, list and prune the Docker images coderun makes (see coderun/envs/docker.py)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import docker.errors
+import typer
+from rich.table import Table
+
+from coderun.cli._common import JsonOption, ProjectsDirOption, console, err_console, print_json, settings
+from coderun.envs import dockerlib
+from coderun.envs.base_image import BaseStrategy, build_base_image
+from coderun.errors import CoderunError, EnvironmentBuildError, UsageError
+from coderun.manifest import find_manifest
+
+app = typer.Typer(no_args_is_help=True, help="Docker images: one per project, built offline, layered.")
+
+BaseOption = typer.Option(None, "--base", help="Base image strategy: pull (python:X.Y-slim from a "
+                          "registry) or rootfs (debootstrap, no registry). Default: pull if that image "
+                          "is already in the engine, else rootfs.")
+
+
+def _strategy(base: str | None) -> BaseStrategy | None:
+    if base is None:
+        return None
+    try:
+        return BaseStrategy(base)
+    except ValueError:
+        raise UsageError(f"unknown base strategy {base!r}; use pull or rootfs") from None
+
+
+@app.command("build")
+def build(projects: list[str] = typer.Argument(None, help="Project names or manifest paths; none: only "
+                                                "the base image for --python."),
+          base: str = BaseOption,
+          python: str = typer.Option(f"{sys.version_info[0]}.{sys.version_info[1]}", "--python",
+                                     help="Python version of the base image when no project is given."),
+          force: bool = typer.Option(False, "--force", help="Rebuild the project layers even when cached."),
+          projects_dir: list[Path] = ProjectsDirOption, as_json: bool = JsonOption) -> None:
+    """Build the base image, or each project's image with its baseline test run."""
+    s = settings(projects_dir)
+    strategy = _strategy(base)
+    client = dockerlib.docker_client()
+    if not projects:
+        image = build_base_image(python, s, strategy=strategy, client=client)
+        row = {"tag": image.tag, "python": image.python, "strategy": image.strategy.value,
+               "built": image.built}
+        print_json(row) if as_json else console.print(
+            f"[bold]base[/] Python {python} ({image.strategy.value}) → {image.tag}"
+            + ("" if image.built else " (cached)"))
+        return
+    from coderun.envs.docker import build_project_image
+
+    manifests = [find_manifest(p, s) for p in projects]
+    rows, failed = [], []
+    for m in manifests:
+        try:
+            image = build_project_image(m, s, strategy, force=force, client=client)
+        except CoderunError as e:
+            if len(manifests) == 1:
+                raise
+            err_console.print(f"[bold red]error:[/] {m.name}: ", end="")
+            err_console.print(str(e), markup=False, highlight=False)
+            failed.append(m.name)
+            continue
+        counts = image.baseline.counts()
+        rows.append({"project": m.name, "tag": image.tag, "python": image.python, "commit": image.commit,
+                     "built": list(image.built), **counts})
+        if not as_json:
+            console.print(f"[bold]{m.name}[/] → {image.tag} "
+                          f"({'built: ' + ', '.join(image.built) if image.built else 'cached'}); baseline: "
+                          f"{counts['passed']} passed, {counts['failed']} failed, {counts['error']} errors, "
+                          f"{counts['skipped']} skipped")
+    if as_json:
+        print_json(rows)
+    if failed:
+        raise EnvironmentBuildError(f"{len(failed)} of {len(manifests)} images failed: {', '.join(failed)}")
+
+
+def _coderun_images(client) -> list[dict]:
+    rows = []
+    for image in client.images.list(filters={"label": f"{dockerlib.LABEL_PREFIX}.layer"}):
+        lab = {k.removeprefix(f"{dockerlib.LABEL_PREFIX}."): v for k, v in (image.labels or {}).items()}
+        get = lambda k, lab=lab: lab.get(k, "")  # noqa: E731
+        rows.append({"id": image.short_id.split(":")[-1], "tags": list(image.tags), "layer": get("layer"),
+                     "project": get("project"), "python": get("python") or get("suite"),
+                     "strategy": get("strategy"), "size_mb": round(image.attrs["Size"] / 1e6, 1),
+                     "created": image.attrs["Created"][:19].replace("T", " ")})
+    order = {layer: i for i, layer in enumerate(dockerlib.LAYERS)}
+    rows.sort(key=lambda r: (r["project"], order.get(r["layer"], 9), r["created"]))
+    return rows
+
+
+@app.command("list")
+def list_images(as_json: bool = JsonOption) -> None:
+    """List the images coderun built (every layer), with sizes."""
+    rows = _coderun_images(dockerlib.docker_client())
+    if as_json:
+        print_json(rows)
+        return
+    table = Table("image", "layer", "project", "python", "size (MB)", "created (UTC)")
+    for r in rows:
+        table.add_row("\n".join(r["tags"]) or f"<untagged {r['id']}>", r["layer"], r["project"], r["python"],
+                      f"{r['size_mb']:.1f}", r["created"])
+    console.print(table)
+
+
+def _superseded(rows: list[dict]) -> list[dict]:
+    """Untagged images, and in each (layer, project, python, strategy) group all but the newest."""
+    newest: dict[tuple, dict] = {}
+    out = [r for r in rows if not r["tags"]]
+    for r in sorted((r for r in rows if r["tags"]), key=lambda r: r["created"], reverse=True):
+        group = (r["layer"], r["project"], r["python"], r["strategy"])
+        if group in newest:
+            out.append(r)
+        else:
+            newest[group] = r
+    return out
+
+
+@app.command("prune")
+def prune(all_images: bool = typer.Option(False, "--all", help="Remove every coderun image, not only "
+                                          "superseded ones."),
+          dry_run: bool = typer.Option(False, "--dry-run", help="Only say what would be removed."),
+          as_json: bool = JsonOption) -> None:
+    """Remove superseded coderun images (older builds of the same layer and project), or all of them."""
+    client = dockerlib.docker_client()
+    rows = _coderun_images(client)
+    doomed = rows if all_images else _superseded(rows)
+    # Children before parents: project, source, deps, base, rootfs.
+    order = {layer: i for i, layer in enumerate(reversed(dockerlib.LAYERS))}
+    doomed.sort(key=lambda r: order.get(r["layer"], -1))
+    removed, kept = [], []
+    for r in doomed:
+        names = r["tags"] or [r["id"]]
+        if dry_run:
+            removed += names
+            continue
+        for name in names:
+            try:
+                client.images.remove(name)
+                removed.append(name)
+            except docker.errors.APIError as e:  # e.g. a child image still uses it
+                kept.append({"image": name, "reason": str(e.explanation)})
+    if as_json:
+        print_json({"removed": removed, "kept": kept, "dry_run": dry_run})
+        return
+    verb = "would remove" if dry_run else "removed"
+    console.print(f"{verb} {len(removed)} image(s)" + (":" if removed else ""))
+    for name in removed:
+        console.print(f"  {name}")
+    for k in kept:
+        err_console.print(f"[yellow]kept {k['image']}:[/] {k['reason']}")

@@ -1,0 +1,386 @@
+"""Docker environments: one image per project, built offline, layered and cached.
+
+    coderun/base:py3.9-rootfs-<k>     Python, venv at /opt/venv, user `coderun`   (base_image.py)
+    coderun/<project>:deps-<k>        + the wheelhouse built on the host, installed with --no-index
+    coderun/<project>:src-<k>         + the worktree at the recorded commit, at /work/project
+    coderun/<project>:<k>             + the baseline test run, kept in /opt/coderun/baseline/
+
+Each key hashes everything that built its layer and the layer below, so an unchanged project is one
+image lookup, and a changed test command rebuilds only the baseline layer. Every build runs with
+networking disabled; the host downloads (PyPI, Debian) and the image never does. Layout in the image:
+    /opt/venv                 the virtual environment (dependencies, pytest, coverage); on PATH
+    /work/project             the project's tree, owned by `coderun`; PYTHONPATH=/work/project/<import_root>
+    /opt/coderun/baseline/    junit.xml, output.log, exit_code, duration_ms, python_version (root-owned)
+The host keeps build logs, wheelhouses and baseline records under $CODERUN_HOME/images/.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+import docker.errors
+from rich.console import Console
+
+from coderun.config import Settings
+from coderun.envs import dockerlib
+from coderun.envs.base_image import PYTHON_IN_IMAGE, BaseSpec, BaseStrategy, base_spec, build_base_image
+from coderun.envs.local import find_python, pip_requirements
+from coderun.errors import EnvironmentBuildError, SandboxError
+from coderun.manifest import Manifest
+from coderun.records import Baseline
+from coderun.sources import Checkout, checkout
+from coderun.testrun import parse_junit, pytest_command, test_env
+
+PROJECT_DIR = "/work/project"
+BASELINE_DIR = "/opt/coderun/baseline"
+IMAGE_USER = "coderun"
+_console = Console(stderr=True)
+
+
+@dataclass(frozen=True)
+class ImagePlan:
+    """The tags of every layer of a project's image, computed before anything expensive."""
+
+    manifest: Manifest
+    checkout: Checkout
+    base: BaseSpec
+    deps_key: str
+    source_key: str
+    key: str
+
+    @property
+    def repo(self) -> str:
+        return dockerlib.repo_name(self.manifest.name)
+
+    @property
+    def deps_tag(self) -> str:
+        return f"{self.repo}:deps-{self.deps_key}"
+
+    @property
+    def source_tag(self) -> str:
+        return f"{self.repo}:src-{self.source_key}"
+
+    @property
+    def tag(self) -> str:
+        return f"{self.repo}:{self.key}"
+
+
+@dataclass(frozen=True)
+class ProjectImage:
+    project: str
+    tag: str
+    base_tag: str
+    deps_tag: str
+    source_tag: str
+    commit: str
+    python: str
+    baseline: Baseline
+    built: tuple[str, ...]  # the layers built by this call; empty for a cache hit
+    workdir: str = PROJECT_DIR
+    python_path: str = PYTHON_IN_IMAGE
+    user: str = IMAGE_USER
+
+
+# ---------------------------------------------------------------------------------------------
+# Keys
+
+
+def _requirement_files(manifest: Manifest, tree: Path) -> str:
+    parts = []
+    for f in manifest.install.requirements_files:
+        path = tree / f
+        if not path.is_file():
+            raise EnvironmentBuildError(f"{manifest.name}: requirements file {f} is not in the source tree",
+                                        hint="fix install.requirements_files in the manifest")
+        parts.append(f"{f}\n{path.read_text(errors='replace')}")
+    return "\n".join(parts)
+
+
+def plan_image(manifest: Manifest, settings: Settings, client: docker.DockerClient,
+               base: BaseStrategy | None = None) -> ImagePlan:
+    co = checkout(manifest, settings)
+    spec = base_spec(client, manifest.python, base, tuple(manifest.install.apt))
+    install = json.dumps(manifest.install.model_dump(mode="json"), sort_keys=True)
+    # The project's own wheel (install.project / extras) is in the deps layer, so then it is per commit.
+    needs_tree = manifest.install.project or bool(manifest.install.extras)
+    deps_key = dockerlib.content_hash(
+        spec.tag, manifest.python, install, _requirement_files(manifest, co.path),
+        co.commit if needs_tree else "", dockerlib.recipe_text("deps.Dockerfile"))
+    source_key = dockerlib.content_hash(
+        f"{manifest.name}:deps-{deps_key}", co.commit, manifest.import_root, install,
+        dockerlib.recipe_text("source.Dockerfile"))
+    key = dockerlib.content_hash(
+        f"{manifest.name}:src-{source_key}", baseline_script(manifest, co.commit),
+        json.dumps(manifest.tests.model_dump(mode="json"), sort_keys=True),
+        dockerlib.recipe_text("baseline.Dockerfile"))
+    return ImagePlan(manifest, co, spec, deps_key, source_key, key)
+
+
+# ---------------------------------------------------------------------------------------------
+# Entry points
+
+
+def build_project_image(manifest: Manifest, settings: Settings, base: BaseStrategy | str | None = None,
+                        *, force: bool = False, client: docker.DockerClient | None = None,
+                        console: Console | None = None) -> ProjectImage:
+    """The project's image with its baseline; a cache hit when nothing that built it has changed."""
+    client = client or dockerlib.docker_client()
+    console = console or _console
+    plan = plan_image(manifest, settings, client, BaseStrategy(base) if base else None)
+    if not force and dockerlib.image_exists(client, plan.tag):
+        return _image_record(plan, settings, client, built=())
+    built: list[str] = []
+    base_image = build_base_image(manifest.python, settings, strategy=plan.base.strategy,
+                                  apt=plan.base.apt, client=client, console=console)
+    if base_image.built:
+        built.append("base")
+    need_deps = force or not dockerlib.image_exists(client, plan.deps_tag)
+    need_source = need_deps or not dockerlib.image_exists(client, plan.source_tag)
+    with tempfile.TemporaryDirectory(prefix="coderun-image-") as tmp:
+        tree = _prepared_tree(plan, Path(tmp), settings, console) if need_source else None
+        if need_deps:
+            _build_deps(plan, tree, settings, client, console)
+            built.append("deps")
+        if need_source:
+            _build_source(plan, tree, settings, client, console)
+            built.append("source")
+    _build_baseline(plan, settings, client, console)
+    built.append("project")
+    return _image_record(plan, settings, client, built=tuple(built))
+
+
+def find_project_image(manifest: Manifest, settings: Settings, base: BaseStrategy | str | None = None,
+                       *, client: docker.DockerClient | None = None) -> ProjectImage | None:
+    """The project's current image when it is already built, else None (builds nothing)."""
+    client = client or dockerlib.docker_client()
+    plan = plan_image(manifest, settings, client, BaseStrategy(base) if base else None)
+    if not dockerlib.image_exists(client, plan.tag):
+        return None
+    return _image_record(plan, settings, client, built=())
+
+
+def _log(settings: Settings, plan: ImagePlan, layer: str, key: str) -> Path:
+    return dockerlib.images_dir(settings) / "logs" / f"{plan.manifest.name}-{layer}-{key}.log"
+
+
+# ---------------------------------------------------------------------------------------------
+# Host side: the tree (after pre_install) and the wheelhouse
+
+
+def _host_env(python: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    env["PATH"] = f"{python.parent}{os.pathsep}{env.get('PATH', '')}"
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    return env
+
+
+def _host_python(manifest: Manifest) -> Path:
+    python, exact = find_python(manifest.python)
+    if not exact:
+        raise EnvironmentBuildError(
+            f"{manifest.name}: building wheels for Python {manifest.python} needs python{manifest.python} "
+            "on the host (wheels must match the image's interpreter)",
+            hint=f"install Python {manifest.python} (e.g. with pyenv) so that python{manifest.python} is on PATH")
+    return python
+
+
+def _run_logged(cmd: list[str], log: Path, *, cwd: Path, env: dict[str, str], title: str,
+                console: Console) -> None:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a") as fh, console.status(f"[bold]{title}[/]…") as status:
+        fh.write("$ " + shlex.join(cmd) + "\n")
+        fh.flush()
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, text=True)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            fh.write(line)
+            if line.strip():
+                status.update(f"[bold]{title}[/]: {line.strip()[:100]}")
+        code = proc.wait()
+    if code != 0:
+        raise EnvironmentBuildError(f"{title} failed (exit {code})", log_path=str(log),
+                                    log_tail=dockerlib.tail(log))
+
+
+def _prepared_tree(plan: ImagePlan, tmp: Path, settings: Settings, console: Console) -> Path:
+    """A copy of the worktree (without .git) after the manifest's pre_install commands."""
+    tree = tmp / "project"
+    shutil.copytree(plan.checkout.path, tree, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+    if plan.manifest.install.pre_install:
+        env = _host_env(_host_python(plan.manifest))
+        log = _log(settings, plan, "pre_install", plan.source_key)
+        log.unlink(missing_ok=True)
+        for command in plan.manifest.install.pre_install:
+            _run_logged(["sh", "-c", command], log, cwd=tree, env=env, console=console,
+                        title=f"{plan.manifest.name}: pre_install {command!r}")
+    return tree
+
+
+def wheelhouse(plan: ImagePlan, tree: Path, settings: Settings, console: Console) -> Path:
+    """Wheels for every dependency, built on the host with the image's Python version (cached)."""
+    out = dockerlib.images_dir(settings) / "wheels" / f"{plan.manifest.name}-{plan.deps_key}"
+    if (out / ".complete").is_file():
+        return out
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    python = _host_python(plan.manifest)
+    log = _log(settings, plan, "wheels", plan.deps_key)
+    log.unlink(missing_ok=True)
+    cmd = [str(python), "-m", "pip", "wheel", "--wheel-dir", str(out), "--index-url", settings.pypi_url,
+           *plan.manifest.install.pip_args, *pip_requirements(plan.manifest, tree)]
+    _run_logged(cmd, log, cwd=tree, env=_host_env(python), console=console,
+                title=f"{plan.manifest.name}: wheelhouse (Python {plan.manifest.python}, host)")
+    (out / ".complete").write_text(shlex.join(cmd) + "\n")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Layers
+
+
+def _build_deps(plan: ImagePlan, tree: Path, settings: Settings, client: docker.DockerClient,
+                console: Console) -> None:
+    wheels = wheelhouse(plan, tree, settings, console)
+    names = sorted(p.name for p in wheels.glob("*.whl"))
+    requirements = "".join(f"/tmp/coderun-wheels/{n}\n" for n in names)
+    context = dockerlib.Context(dockerlib.recipe_text("deps.Dockerfile"),
+                                {"wheels/requirements.txt": requirements}, {"wheels": wheels},
+                                exclude=(".git", ".complete"))
+    dockerlib.build_image(
+        client, context, tag=plan.deps_tag, buildargs={"BASE": plan.base.tag},
+        labels=dockerlib.labels("deps", plan.deps_key, project=plan.manifest.name, python=plan.manifest.python),
+        log_path=_log(settings, plan, "deps", plan.deps_key),
+        title=f"{plan.manifest.name}: dependencies layer ({len(names)} wheels)", console=console)
+
+
+def _build_source(plan: ImagePlan, tree: Path, settings: Settings, client: docker.DockerClient,
+                  console: Console) -> None:
+    context = dockerlib.Context(dockerlib.recipe_text("source.Dockerfile"), {}, {"project": tree})
+    dockerlib.build_image(
+        client, context, tag=plan.source_tag,
+        buildargs={"BASE": plan.deps_tag, "IMPORT_ROOT": plan.manifest.import_root},
+        labels=dockerlib.labels("source", plan.source_key, project=plan.manifest.name,
+                                commit=plan.checkout.commit),
+        log_path=_log(settings, plan, "source", plan.source_key),
+        title=f"{plan.manifest.name}: source layer ({plan.checkout.commit[:10]})", console=console)
+
+
+def baseline_script(manifest: Manifest, commit: str) -> str:
+    """The shell script that runs the tests once inside the image, on a scratch copy of the tree."""
+    scratch = "/tmp/coderun-baseline/tree"
+    out = "/tmp/coderun-baseline/out"
+    cmd = pytest_command(manifest, PYTHON_IN_IMAGE, junit=f"{out}/junit.xml", rootdir=scratch)
+    env = [f"{k}={v}" for k, v in sorted(test_env(manifest, scratch).items())]
+    timeout = ["timeout", "-k", "10", str(int(manifest.tests.timeout))]
+    run = shlex.join(["env", *env, *timeout, *cmd])
+    return "\n".join([
+        f"# coderun baseline of {manifest.name} at {commit}",
+        "set -u",
+        f"mkdir -p {out}",
+        f"cp -a {PROJECT_DIR} {scratch}",
+        f"cd {scratch}",
+        f"{PYTHON_IN_IMAGE} -c 'import sys; print(\"%d.%d.%d\" % sys.version_info[:3])' > {out}/python_version",
+        "start=$(date +%s%N)",
+        f"( {run}; echo $? > {out}/exit_code ) 2>&1 | tee {out}/output.log",
+        "end=$(date +%s%N)",
+        f"echo $(( (end - start) / 1000000 )) > {out}/duration_ms",
+        "",
+    ])
+
+
+def _build_baseline(plan: ImagePlan, settings: Settings, client: docker.DockerClient,
+                    console: Console) -> None:
+    m = plan.manifest
+    context = dockerlib.Context(dockerlib.recipe_text("baseline.Dockerfile"),
+                                {"baseline.sh": baseline_script(m, plan.checkout.commit)}, {})
+    log = _log(settings, plan, "baseline", plan.key)
+    dockerlib.build_image(
+        client, context, tag=plan.tag, buildargs={"BASE": plan.source_tag},
+        labels=dockerlib.labels("project", plan.key, project=m.name, python=m.python,
+                                commit=plan.checkout.commit),
+        log_path=log, title=f"{m.name}: baseline test run", console=console)
+    try:
+        baseline = read_baseline(plan, client, settings)
+    except EnvironmentBuildError:
+        # A tag must only ever name an image with a usable baseline, or the next build is a false hit.
+        client.images.remove(plan.tag, noprune=False)
+        raise
+    _baseline_path(settings, plan).write_text(baseline.model_dump_json(indent=1))
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the baseline back
+
+
+def _baseline_path(settings: Settings, plan: ImagePlan) -> Path:
+    path = dockerlib.images_dir(settings) / "baselines" / f"{plan.manifest.name}-{plan.key}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def read_image_files(client: docker.DockerClient, tag: str, directory: str) -> dict[str, bytes]:
+    """The regular files of `directory` in image `tag`, copied out of a created (never started) container."""
+    try:
+        container = client.containers.create(tag, command=["true"], network_mode="none")
+    except docker.errors.APIError as e:
+        raise SandboxError(f"cannot create a container from {tag}: {e.explanation}") from None
+    try:
+        chunks, _ = container.get_archive(directory)
+        data = io.BytesIO(b"".join(chunks))
+    except docker.errors.NotFound:
+        return {}
+    finally:
+        container.remove(force=True)
+    out = {}
+    with tarfile.open(fileobj=data) as tar:
+        for member in tar.getmembers():
+            fh = tar.extractfile(member) if member.isfile() else None
+            if fh is not None:
+                out[Path(member.name).name] = fh.read()
+    return out
+
+
+def read_baseline(plan: ImagePlan, client: docker.DockerClient, settings: Settings) -> Baseline:
+    m = plan.manifest
+    files = read_image_files(client, plan.tag, BASELINE_DIR)
+    log = _log(settings, plan, "baseline-output", plan.key)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_bytes(files.get("output.log", b""))
+    exit_code = int(files.get("exit_code", b"-1").strip() or -1)
+    if exit_code not in (0, 1) or "junit.xml" not in files:
+        raise EnvironmentBuildError(
+            f"{m.name}: the test suite did not run in the image (pytest exit {exit_code})",
+            log_path=str(log), log_tail=dockerlib.tail(log),
+            hint="check tests.paths and tests.args in the manifest (exit 124/137: tests.timeout)")
+    with tempfile.NamedTemporaryFile(suffix=".xml") as junit:
+        junit.write(files["junit.xml"])
+        junit.flush()
+        tests = parse_junit(junit.name)
+    return Baseline(project=m.name, commit=plan.checkout.commit,
+                    python=files.get("python_version", m.python.encode()).decode().strip(),
+                    backend="docker", tests=tests, ignored=[t.test for t in m.tests.ignore],
+                    duration=int(files.get("duration_ms", b"0").strip() or 0) / 1000, exit_code=exit_code)
+
+
+def _image_record(plan: ImagePlan, settings: Settings, client: docker.DockerClient,
+                  built: tuple[str, ...]) -> ProjectImage:
+    path = _baseline_path(settings, plan)
+    try:
+        baseline = Baseline.model_validate_json(path.read_text())
+    except (OSError, ValueError):
+        baseline = read_baseline(plan, client, settings)
+        path.write_text(baseline.model_dump_json(indent=1))
+    return ProjectImage(project=plan.manifest.name, tag=plan.tag, base_tag=plan.base.tag,
+                        deps_tag=plan.deps_tag, source_tag=plan.source_tag, commit=plan.checkout.commit,
+                        python=baseline.python, baseline=baseline, built=built)

@@ -1,0 +1,138 @@
+"""Docker environment builder against a real engine: base image, layered project image, cache hits,
+no network inside, non-root user. Skipped with the reason when no engine answers."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from coderun.cli.main import app
+from coderun.config import load_settings
+from coderun.envs.base_image import BaseStrategy, base_spec, build_base_image, choose_strategy
+from coderun.envs.docker import PROJECT_DIR, build_project_image, find_project_image
+from coderun.errors import EnvironmentBuildError, UsageError
+from coderun.manifest import load_manifest
+from tests.helpers import TINY_PROJECT, write_tree
+
+HOST_PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+runner = CliRunner()
+
+
+def _manifest(root, name="calc", extra_tests=""):
+    f = root / f"{name}.yaml"
+    f.write_text(f"name: {name}\nsource: {{path: calc}}\npython: '{HOST_PYTHON}'\n"
+                 f"tests:\n  paths: [tests]\n{extra_tests}")
+    return load_manifest(f)
+
+
+def _run(client, tag, command):
+    """Run `command` in a throwaway container with networking disabled; its output."""
+    out = client.containers.run(tag, command, network_mode="none", remove=True)
+    return out.decode().strip()
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory, docker_engine):
+    """A tiny local project and the first build of its image (home and project in a temp dir)."""
+    root = tmp_path_factory.mktemp("docker-project")
+    write_tree(root / "calc", TINY_PROJECT)
+    mp = pytest.MonkeyPatch()
+    mp.setenv("CODERUN_HOME", str(root / "home"))
+    settings = load_settings()
+    manifest = _manifest(root)
+    first = build_project_image(manifest, settings, client=docker_engine)
+    yield root, settings, manifest, first
+    mp.undo()
+
+
+def test_base_image_for_host_python(docker_engine, tmp_path):
+    settings = load_settings()
+    image = build_base_image(HOST_PYTHON, settings, client=docker_engine)
+    version = _run(docker_engine, image.tag,
+                   ["/opt/venv/bin/python", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"])
+    assert version == HOST_PYTHON
+    assert build_base_image(HOST_PYTHON, settings, client=docker_engine).built is False
+
+
+def test_first_build_records_baseline_from_inside_the_image(project):
+    _, _, _, first = project
+    assert set(first.built) >= {"deps", "source", "project"}
+    assert first.baseline.backend == "docker"
+    assert first.baseline.python.startswith(HOST_PYTHON + ".")
+    assert {t.nodeid: t.outcome for t in first.baseline.tests} == {
+        "tests/test_ops.py::test_add": "passed", "tests/test_ops.py::test_add_negative": "passed",
+        "tests/test_ops.py::test_unrelated": "passed"}
+
+
+def test_second_build_is_a_cache_hit(project, docker_engine):
+    _, settings, manifest, first = project
+    again = build_project_image(manifest, settings, client=docker_engine)
+    assert again.built == () and again.tag == first.tag and again.baseline == first.baseline
+    assert find_project_image(manifest, settings, client=docker_engine).tag == first.tag
+
+
+def test_changed_test_command_rebuilds_only_the_baseline(project, docker_engine):
+    root, settings, _, first = project
+    changed = _manifest(root, extra_tests="  args: ['-k', 'not unrelated']\n")
+    image = build_project_image(changed, settings, client=docker_engine)
+    assert image.built == ("project",)
+    assert image.tag != first.tag
+    assert (image.deps_tag, image.source_tag) == (first.deps_tag, first.source_tag)
+    assert image.baseline.counts()["passed"] == 2
+
+
+def test_changed_source_keeps_the_dependencies_layer(project, docker_engine):
+    root, settings, manifest, first = project
+    ops = root / "calc" / "calc" / "ops.py"
+    ops.write_text(ops.read_text().replace("result = total", "result = total  # touched"))
+    image = build_project_image(manifest, settings, client=docker_engine)
+    assert image.built == ("source", "project")
+    assert image.deps_tag == first.deps_tag and image.commit != first.commit
+    assert "# touched" in _run(docker_engine, image.tag, ["cat", f"{PROJECT_DIR}/calc/ops.py"])
+
+
+def test_container_has_only_loopback_and_runs_as_non_root(project, docker_engine):
+    _, _, _, first = project
+    assert _run(docker_engine, first.tag, ["ls", "/sys/class/net"]).split() == ["lo"]
+    assert _run(docker_engine, first.tag, ["id", "-un"]) == "coderun"
+    assert _run(docker_engine, first.tag, ["id", "-u"]) != "0"
+    # The project is importable from its documented place, and its tree is pristine (no test artefacts).
+    assert _run(docker_engine, first.tag, ["python", "-c", "import calc.ops; print(calc.ops.__file__)"]) \
+        == f"{PROJECT_DIR}/calc/ops.py"
+    assert "__pycache__" not in _run(docker_engine, first.tag, ["find", PROJECT_DIR])
+
+
+def test_failed_baseline_shows_log_tail_and_leaves_no_tag(project, docker_engine):
+    """A tag must never name an image without a usable baseline, or the next build is a false hit."""
+    root, settings, _, _ = project
+    broken = _manifest(root, extra_tests="  args: ['--no-such-pytest-option']\n")
+    with pytest.raises(EnvironmentBuildError) as info:
+        build_project_image(broken, settings, client=docker_engine)
+    err = info.value
+    assert "did not run" in err.message and err.log_path and "no-such-pytest-option" in err.log_tail
+    assert find_project_image(broken, settings, client=docker_engine) is None
+
+
+def test_images_cli_lists_and_dry_run_prunes(project):
+    _, _, _, first = project
+    listed = runner.invoke(app, ["images", "list", "--json"])
+    assert listed.exit_code == 0, listed.output
+    rows = json.loads(listed.stdout)
+    mine = [r for r in rows if first.tag in r["tags"]]
+    assert mine and mine[0]["layer"] == "project" and mine[0]["size_mb"] > 0
+    pruned = runner.invoke(app, ["images", "prune", "--dry-run", "--json"])
+    assert pruned.exit_code == 0, pruned.output
+    assert json.loads(pruned.stdout)["dry_run"] is True
+
+
+def test_version_no_strategy_provides_is_a_clear_error(docker_engine):
+    with pytest.raises(UsageError) as info:
+        choose_strategy(docker_engine, "3.10", BaseStrategy.ROOTFS)
+    assert "3.9 (bullseye)" in info.value.message and "--base pull" in info.value.hint
+    if not docker_engine.images.list(name="python:3.10-slim"):
+        with pytest.raises(EnvironmentBuildError, match="no base image strategy can provide Python 3.10"):
+            base_spec(docker_engine, "3.10")
