@@ -163,7 +163,7 @@ def test_chat_run_writes_samples_with_metadata_and_raw_responses(tmp_path):
         ("proj/m.py::double", i) for i in range(3)] + [("proj/m.py::twice", i) for i in range(3)]
     s = next(s for s in samples if s.task_id == "proj/m.py::twice")
     assert s.solution == "def twice(x):\n    return x * 2\n" and s.extraction == "fenced"
-    assert s.raw.startswith("Sure! Here it is") and s.completion is None
+    assert s.raw.startswith("Sure! Here it is")
     assert (s.model, s.variant, s.temperature, s.endpoint) == ("fake-model", "none:original", 0.2, "chat")
     assert s.prompt_hash == prompts[1].prompt_hash and len(s.prompt_hash) == 16
     raws = [json.loads(line) for line in raw_path_for(out).read_text().splitlines()]
@@ -177,7 +177,7 @@ def test_completion_run_assembles_header_and_continuation(tmp_path):
     with FakeOpenAI(_answer_by_name) as fake, _provider(fake) as p:
         run_generation([_prompt("double")], p, config, out, show_progress=False)
     [s] = _samples(out)
-    assert s.completion == "    return x * 2\n\ndef unrelated():\n    pass\n"
+    assert s.raw == "    return x * 2\n\ndef unrelated():\n    pass\n"
     assert s.solution == 'def double(x):\n    """Return x doubled."""\n    return x * 2\n'
     body = fake.requests[0]["body"]
     assert body["prompt"] == _prompt("double").prompt and "\ndef " in body["stop"]
@@ -253,3 +253,18 @@ def test_generate_command_rejects_a_missing_prompts_file(tmp_path):
     result = CliRunner().invoke(app, ["generate", "--prompts", str(tmp_path / "nope.jsonl"), "--model", "m",
                                       "--base-url", "http://127.0.0.1:9/v1", "-o", str(tmp_path / "s.jsonl")])
     assert result.exit_code == UsageError.exit_code and "prompts file not found" in result.output
+
+
+def test_samples_of_both_endpoints_are_readable_by_eval(tmp_path):
+    """eval takes exactly one of solution/completion per line: a sample with both was read as malformed."""
+    from coderun.runner.samples import TaskRef, read_samples
+
+    for endpoint in Endpoint:
+        out = tmp_path / f"{endpoint.value}.jsonl"
+        with FakeOpenAI(_answer_by_name) as fake, _provider(fake) as p:
+            run_generation([_prompt("double")], p, GenerationConfig(model="m", n=2, endpoint=endpoint), out,
+                           show_progress=False)
+        loaded = read_samples(out, lambda task_id: TaskRef(task_id, ""))
+        assert loaded.problems == [] and len(loaded.samples) == 2
+        assert loaded.samples[0].code.startswith("def double(x):")
+        assert loaded.samples[0].metadata["variant"] == "none:original"

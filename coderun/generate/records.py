@@ -1,8 +1,10 @@
 """The sample record: one line of samples.jsonl, what `coderun eval` reads.
 
 `solution` is a whole function ready to splice (chat: extracted from the answer; completion: the prompt's
-function header + the continuation); `completion` is the raw continuation (completion endpoint only);
-`raw` is the model's output text. The server's full JSON responses go to the sibling `*.raw.jsonl`.
+function header + the continuation, cut where the body ends); `raw` is the model's output text as
+received (for the completion endpoint: the continuation itself). There is deliberately no `completion`
+field: `coderun eval` takes exactly one of solution/completion per line, and `solution` is already
+assembled. The server's full JSON responses go to the sibling `*.raw.jsonl`.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ class Sample(BaseModel):
     prompt_id: str
     index: int
     solution: str
-    completion: str | None = None
     raw: str
     extraction: str                  # how `solution` was obtained (see extract.Extraction)
     model: str

@@ -110,13 +110,12 @@ def _sample(provider: Provider, config: GenerationConfig, prompt: PromptRecord,
     gen = provider.generate(request)
     if chat:
         extracted = extract_code(gen.text, prompt.name)
-        solution, how, completion = extracted.code, extracted.how, None
+        solution, how = extracted.code, extracted.how
     else:
-        solution = assemble_solution(prompt.header, gen.text, prompt.indent)
-        how, completion = Extraction.COMPLETION, gen.text
+        solution, how = assemble_solution(prompt.header, gen.text, prompt.indent), Extraction.COMPLETION
     sample = Sample(
         task_id=prompt.task_id, prompt_id=prompt.prompt_id, index=index, solution=solution,
-        completion=completion, raw=gen.text, extraction=how.value, model=config.model,
+        raw=gen.text, extraction=how.value, model=config.model,
         endpoint=config.endpoint.value, variant=prompt.variant, context=prompt.context,
         docstring=prompt.docstring, temperature=config.temperature, top_p=config.top_p,
         max_tokens=config.max_tokens, prompt_hash=prompt.prompt_hash, finish_reason=gen.finish_reason,
