@@ -1,0 +1,139 @@
+"""The run store: typed round trips, resume bookkeeping, no duplicates, nothing finished lost to SIGKILL."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from coderun.config import Settings
+from coderun.errors import StoreError
+from coderun.records import ContextSet, Evidence, Level, TestOutcome, Verdict, VerdictKind
+from coderun.runner.store import (
+    Result,
+    RunInfo,
+    RunKind,
+    RunStore,
+    RunTask,
+    Sample,
+    code_hash,
+    resolve_run_dir,
+)
+
+
+def _store(tmp_path: Path) -> RunStore:
+    store = RunStore.create(tmp_path / "run", RunInfo(run_id="r1", label="m", config={"k": [1, 5]}))
+    store.add_tasks([RunTask(task_id="p/a.py::f", project="p", level=Level.SELF_CONTAINED,
+                             oracle_context=ContextSet(apis=["len"]))])
+    store.add_samples([Sample(task_id="p/a.py::f", index=i, code=f"def f():\n    return {i}\n") for i in range(3)])
+    return store
+
+
+def test_round_trip(tmp_path):
+    store = _store(tmp_path)
+    ev = Evidence(expected=["t::a"], outcomes=[TestOutcome(nodeid="t::a", outcome="passed")], exit_code=0)
+    spliced = store.path / "spliced" / "x.py"
+    store.record_result(Result.of("p/a.py::f", 1, Verdict(verdict=VerdictKind.PASS), evidence=ev,
+                                  spliced_path=str(spliced), duration=1.5))
+    store.close()
+    again = RunStore.open(tmp_path / "run")
+    assert again.info().config == {"k": [1, 5]} and again.info().kind is RunKind.EVAL
+    assert again.tasks()[0].oracle_context.apis == ["len"]
+    [res] = again.results()
+    assert res.index == 1 and res.evidence == ev and res.spliced_path == "spliced/x.py"
+    assert again.file(res.spliced_path) == tmp_path / "run" / "spliced" / "x.py"
+    assert [s.index for s in again.pending()] == [0, 2]
+    assert (tmp_path / "run" / "logs").is_dir()
+
+
+def test_recording_a_result_twice_does_not_duplicate_it(tmp_path):
+    store = _store(tmp_path)
+    store.record_result(Result(task_id="p/a.py::f", index=0, verdict=VerdictKind.FAIL, failure="runtime"))
+    store.record_result(Result(task_id="p/a.py::f", index=0, verdict=VerdictKind.FAIL, failure="runtime"))
+    store.add_samples([Sample(task_id="p/a.py::f", index=0, code="other")])   # re-adding is ignored
+    assert len(store.results()) == 1 and store.counts()["samples"] == 3
+
+
+def test_result_for_an_unknown_sample_is_refused(tmp_path):
+    store = _store(tmp_path)
+    with pytest.raises(StoreError):
+        store.record_result(Result(task_id="nope", index=0, verdict=VerdictKind.PASS))
+
+
+def test_concurrent_writers_from_threads(tmp_path):
+    store = _store(tmp_path)
+    store.add_samples([Sample(task_id="p/a.py::f", index=i, code="x") for i in range(3, 60)])
+    threads = [threading.Thread(target=lambda i=i: store.record_result(
+        Result(task_id="p/a.py::f", index=i, verdict=VerdictKind.PASS))) for i in range(60)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(store.results()) == 60 and store.pending() == []
+
+
+def test_create_refuses_an_existing_run(tmp_path):
+    _store(tmp_path).close()
+    with pytest.raises(StoreError, match="already holds a run"):
+        RunStore.create(tmp_path / "run", RunInfo(run_id="r2"))
+
+
+def test_open_refuses_what_is_not_a_run(tmp_path):
+    with pytest.raises(StoreError):
+        RunStore.open(tmp_path)
+    (tmp_path / "run.sqlite").write_text("not sqlite at all, just text " * 100)
+    with pytest.raises(StoreError):
+        RunStore.open(tmp_path)
+
+
+def test_resolve_by_path_or_run_id(tmp_path):
+    settings = Settings(home=tmp_path / "home")
+    RunStore.create(settings.runs / "abc", RunInfo(run_id="abc")).close()
+    assert resolve_run_dir("abc", settings) == settings.runs / "abc"
+    assert resolve_run_dir(str(settings.runs / "abc"), settings) == settings.runs / "abc"
+    with pytest.raises(StoreError, match="no run"):
+        resolve_run_dir("missing", settings)
+
+
+def test_code_hash_ignores_meaningless_whitespace_only():
+    assert code_hash("def f():\n    return 1\n") == code_hash("def f():  \r\n\n    return 1")
+    assert code_hash("def f():\n    return 1\n") != code_hash("def f():\n  return 1\n")
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    from coderun.records import VerdictKind
+    from coderun.runner.store import Result, RunStore
+    store = RunStore.open(sys.argv[1])
+    for i in range(1000):
+        store.record_result(Result(task_id="p/a.py::f", index=i, verdict=VerdictKind.PASS))
+        print(i, flush=True)
+""")
+
+
+@pytest.mark.parametrize("kill_after", [1, 17, 123])
+def test_sigkill_loses_no_finished_result(tmp_path, kill_after):
+    """Every result whose record_result returned before the kill is in the store afterwards."""
+    store = _store(tmp_path)
+    store.add_samples([Sample(task_id="p/a.py::f", index=i, code="x") for i in range(3, 1000)])
+    store.close()
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path / "run")], stdout=subprocess.PIPE,
+                            text=True, env={**os.environ})
+    confirmed = -1
+    for line in proc.stdout:
+        confirmed = int(line)
+        if confirmed >= kill_after:
+            os.kill(proc.pid, signal.SIGKILL)
+            break
+    proc.wait()
+    store = RunStore.open(tmp_path / "run")
+    done = {r.index for r in store.results()}
+    assert set(range(confirmed + 1)) <= done
+    assert len(store.results()) == len(done)
+    assert {s.index for s in store.pending()} == set(range(1000)) - done
