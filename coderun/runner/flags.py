@@ -97,11 +97,12 @@ class _Flagger(ast.NodeVisitor):
     # assignments that patch --------------------------------------------------------------------
     def _patched_target(self, target: ast.AST) -> None:
         if isinstance(target, ast.Attribute | ast.Subscript):
-            path = self.resolve(target.value)
-            module = _under(path, _PATCHABLE) if path else None
+            # the object patched (pytest in `pytest.x = ...`), or the name rebound (sys.modules = ...)
+            paths = [p for p in (self.resolve(target.value), self.resolve(target)) if p]
+            module = next((m for m in (_under(p, _PATCHABLE) for p in paths) if m), None)
             if module:
                 self.flag(f"patches {module}")
-            elif path and _under(path, ("sys.path",)):
+            elif any(_under(p, ("sys.path",)) for p in paths):
                 self.flag("modifies sys.path")
         elif isinstance(target, ast.Tuple | ast.List):
             for elt in target.elts:
