@@ -1,0 +1,358 @@
+"""The `docker` backend: the project image (coderun/envs/docker.py), one long-lived container per slot.
+
+The container (what protects the host):
+- `network_mode="none"`: no network interface but loopback;
+- a read-only image filesystem; writable tmpfs only at /scratch (the samples' copies), /tmp, /dev/shm;
+- every capability dropped, `no-new-privileges`, memory (no swap), pids and CPU limits, no core files;
+- its idle PID 1 (a zombie reaper) runs as `nobody`, samples run as the image's unprivileged user
+  `coderun`, so a sample can neither signal PID 1 nor read or change coderun's own files;
+- labels `org.coderun.managed=1`, `org.coderun.run`, `org.coderun.owner` (host and pid), so containers
+  left by a crashed run are found and removed by the next one (`cleanup_stale_containers`).
+
+Each exec runs as `coderun` under `timeout -s KILL` (the wall-clock limit inside), and a host-side
+watchdog kills the container when the exec still does not return (the limit outside; the container is
+then replaced). After every exec, every process of `coderun` in the container is killed with
+kill(-1, SIGKILL); after every sample, its copy and everything it left in /tmp, /dev/shm and /scratch
+is deleted. The archive API cannot see tmpfs mounts, so files move through exec (base64 in, raw out).
+"""
+
+from __future__ import annotations
+
+import atexit
+import base64
+import contextlib
+import math
+import os
+import posixpath
+import re
+import socket
+import threading
+import time
+import uuid
+
+from coderun.errors import SandboxError, SandboxUnavailable
+from coderun.runner.sandbox.base import CappedBuffer, ExecResult, Sandbox, SandboxSpec, check_exec_args
+
+SAMPLE_USER = "coderun"      # the image's unprivileged user (images/base.Dockerfile), owner of /work/project
+IDLE_USER = "65534:65534"    # nobody: PID 1, out of the sample user's reach
+LABEL = "org.coderun"
+SCRATCH = "/scratch"
+HARNESS = f"{SCRATCH}/.coderun-harness"
+_WATCHDOG_GRACE = 20.0       # seconds past the exec's own limit before the container is killed
+_CHUNK = 64 * 1024           # bytes per write_file exec (base64 stays under the 128 KiB argv-string limit)
+_READ_LIMIT = 256 << 20
+_CONTROL_TIMEOUT = 120
+
+_REAPER = ("import os, time\n"
+           "while True:\n"
+           "    try:\n"
+           "        os.wait()\n"
+           "    except ChildProcessError:\n"
+           "        time.sleep(1)\n")
+_KILL_ALL = ("import os, signal\n"
+             "try:\n"
+             "    os.kill(-1, signal.SIGKILL)\n"
+             "except OSError:\n"
+             "    pass\n")
+_CLEAN = ("import os, shutil, signal, stat, sys\n"
+          "try:\n"
+          "    os.kill(-1, signal.SIGKILL)\n"
+          "except OSError:\n"
+          "    pass\n"
+          "keep = set(sys.argv[1:])\n"
+          "def fix(func, path, exc):\n"
+          "    try:\n"
+          "        os.chmod(os.path.dirname(path), stat.S_IRWXU); os.chmod(path, stat.S_IRWXU); func(path)\n"
+          "    except OSError:\n"
+          "        pass\n"
+          "for top in ('/tmp', '/dev/shm', '/scratch'):\n"
+          "    for name in os.listdir(top):\n"
+          "        p = os.path.join(top, name)\n"
+          "        if p in keep or p == '" + HARNESS + "':\n"
+          "            continue\n"
+          "        if os.path.isdir(p) and not os.path.islink(p):\n"
+          "            shutil.rmtree(p, onerror=fix)\n"
+          "        else:\n"
+          "            try:\n"
+          "                os.unlink(p)\n"
+          "            except OSError:\n"
+          "                pass\n")
+_WRITE = ("import base64, os, sys\n"
+          "os.makedirs(os.path.dirname(sys.argv[1]), exist_ok=True)\n"
+          "with open(sys.argv[1], sys.argv[2]) as f:\n"
+          "    f.write(base64.b64decode(sys.argv[3]))\n")
+_READ = ("import os, stat, sys\n"
+         "try:\n"
+         "    fd = os.open(sys.argv[1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)\n"
+         "except OSError as e:\n"
+         "    sys.stderr.write(str(e)); sys.exit(2)\n"
+         "if not stat.S_ISREG(os.fstat(fd).st_mode):\n"
+         "    sys.stderr.write('not a regular file'); sys.exit(2)\n"
+         "with os.fdopen(fd, 'rb') as f:\n"
+         "    sys.stdout.buffer.write(f.read(int(sys.argv[2])))\n")
+
+
+def _client(timeout: int):
+    import docker
+    import docker.errors
+
+    try:
+        client = docker.from_env(timeout=timeout)
+        client.ping()
+    except docker.errors.DockerException as e:
+        raise SandboxUnavailable(f"no Docker engine answers ({type(e).__name__}: {str(e).splitlines()[0][:200]})",
+                                 hint="start one (here: `.ci/docker-setup.sh`), or use `--backend local`") from None
+    return client
+
+
+def _owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class DockerSandbox(Sandbox):
+    name = "docker"
+
+    def __init__(self, spec: SandboxSpec):
+        super().__init__(spec)
+        self._api = None          # control calls (short HTTP timeout)
+        self._stream_api = None   # exec output streams (no HTTP timeout: the watchdog bounds them)
+        self._container_id: str | None = None
+        self._workdirs: set[str] = set()
+        self._closed = False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._container_id is not None:
+            return
+        if not self.spec.image:
+            raise SandboxUnavailable(f"docker sandbox for {self.spec.project}: no image given",
+                                     hint=f"build it: `coderun images build {self.spec.project}`")
+        client = _client(_CONTROL_TIMEOUT)
+        self._api = client.api
+        self._stream_api = _client(24 * 3600).api
+        cleanup_stale_containers(client)
+        self._container_id = self._create_container()
+        atexit.register(self.close)
+        self._closed = False
+
+    def _create_container(self) -> str:
+        import docker.errors
+        import docker.types
+
+        lim = self.spec.limits
+        name = re.sub(r"[^a-zA-Z0-9_.-]", "-", f"coderun-{self.spec.run_id}-{self.spec.project}-{self.spec.slot}")
+        name = f"{name}-{uuid.uuid4().hex[:6]}"
+        host_config = self._api.create_host_config(
+            network_mode="none", cap_drop=["ALL"], security_opt=["no-new-privileges"], read_only=True,
+            tmpfs={SCRATCH: f"rw,exec,nosuid,nodev,size={lim.scratch_mb}m,mode=1777",
+                   "/tmp": f"rw,exec,nosuid,nodev,size={max(lim.scratch_mb // 4, 64)}m,mode=1777"},
+            mem_limit=f"{lim.memory_mb}m", memswap_limit=f"{lim.memory_mb}m", pids_limit=lim.pids,
+            nano_cpus=int(lim.cpus * 1e9), ipc_mode="private",
+            ulimits=[docker.types.Ulimit(name="core", soft=0, hard=0),
+                     docker.types.Ulimit(name="fsize", soft=lim.file_size_mb << 20, hard=lim.file_size_mb << 20)])
+        labels = {f"{LABEL}.managed": "1", f"{LABEL}.run": self.spec.run_id, f"{LABEL}.owner": _owner(),
+                  f"{LABEL}.project": self.spec.project, f"{LABEL}.slot": str(self.spec.slot)}
+        try:
+            created = self._api.create_container(
+                self.spec.image, command=[self.spec.python, "-I", "-c", _REAPER], user=IDLE_USER,
+                name=name, labels=labels, host_config=host_config, network_disabled=True,
+                working_dir="/", environment={"PYTHONDONTWRITEBYTECODE": "1"})
+            self._api.start(created["Id"])
+        except docker.errors.ImageNotFound:
+            raise SandboxUnavailable(f"docker image {self.spec.image} is not built",
+                                     hint=f"build it: `coderun images build {self.spec.project}`") from None
+        except docker.errors.DockerException as e:
+            raise SandboxError(f"cannot start a container from {self.spec.image}: {e}") from None
+        self._container_id = created["Id"]
+        code, _, err, _, _ = self._raw(["mkdir", "-p", HARNESS], user="root", timeout=60)
+        if code != 0:
+            raise SandboxError(f"container {name} is not usable: {err.decode(errors='replace')[-300:]}")
+        self._workdirs.clear()
+        return created["Id"]
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(Exception):
+            atexit.unregister(self.close)
+        cid, self._container_id = self._container_id, None
+        if cid and self._api is not None:
+            with contextlib.suppress(Exception):
+                self._api.remove_container(cid, force=True, v=True)
+        self._workdirs.clear()
+
+    def _restart(self) -> None:
+        """Replace a container the watchdog had to kill (its state is unknown)."""
+        cid, self._container_id = self._container_id, None
+        if cid:
+            with contextlib.suppress(Exception):
+                self._api.remove_container(cid, force=True, v=True)
+        self._container_id = self._create_container()
+
+    def harness_dir(self) -> str:
+        self._cid()
+        return HARNESS
+
+    def _cid(self) -> str:
+        if self._container_id is None:
+            raise SandboxError("docker sandbox used before start() or after close()")
+        return self._container_id
+
+    # -- workdirs ----------------------------------------------------------------------------
+
+    def new_workdir(self) -> str:
+        base = f"{SCRATCH}/w-{uuid.uuid4().hex[:10]}"
+        code, _, err, _, _ = self._raw(
+            ["sh", "-c", 'mkdir -m 700 "$1" "$1/home" "$1/tmp" && cp -a "$2" "$1/project"', "sh", base,
+             self.spec.project_dir], timeout=600)
+        if code != 0:
+            raise SandboxError(f"cannot copy {self.spec.project_dir} in the container: "
+                               f"{err.decode(errors='replace')[-300:]}")
+        self._workdirs.add(base)
+        return f"{base}/project"
+
+    def remove_workdir(self, path: str) -> None:
+        base = posixpath.dirname(path)
+        if base not in self._workdirs:
+            raise SandboxError(f"docker sandbox: {path} is not a workdir of this sandbox")
+        self._workdirs.discard(base)
+        code, _, err, timed_out, _ = self._raw([self.spec.python, "-I", "-c", _CLEAN, *sorted(self._workdirs)],
+                                              timeout=300)
+        if code != 0 or timed_out:
+            self._restart()  # could not clean up: start from a fresh container rather than leak state
+
+    # -- files -------------------------------------------------------------------------------
+
+    def write_file(self, path: str, data: bytes) -> None:
+        user = "root" if path.startswith(HARNESS + "/") else SAMPLE_USER
+        chunks = [data[i:i + _CHUNK] for i in range(0, len(data), _CHUNK)] or [b""]
+        for i, chunk in enumerate(chunks):
+            code, _, err, _, _ = self._raw(
+                [self.spec.python, "-I", "-c", _WRITE, path, "wb" if i == 0 else "ab",
+                 base64.b64encode(chunk).decode()], user=user, timeout=120)
+            if code != 0:
+                raise SandboxError(f"cannot write {path} in the container: {err.decode(errors='replace')[-300:]}")
+
+    def read_file(self, path: str) -> bytes:
+        code, out, err, _, truncated = self._raw([self.spec.python, "-I", "-c", _READ, path, str(_READ_LIMIT)],
+                                                 timeout=300, limit=_READ_LIMIT + 1024)
+        if code == 2:
+            raise FileNotFoundError(f"{path}: {err.decode(errors='replace')[-200:]}")
+        if code != 0 or truncated:
+            raise SandboxError(f"cannot read {path} in the container: {err.decode(errors='replace')[-300:]}")
+        return out
+
+    # -- exec --------------------------------------------------------------------------------
+
+    def exec(self, cmd: list[str], *, cwd: str, env: dict[str, str] | None = None, timeout: float,
+             stdin: bytes | None = None, output_limit: int | None = None) -> ExecResult:
+        check_exec_args(cmd, timeout)
+        base = posixpath.dirname(cwd) if posixpath.dirname(cwd) in self._workdirs else SCRATCH
+        full_env = {
+            "PATH": f"{posixpath.dirname(self.spec.python)}:/usr/local/bin:/usr/bin:/bin",
+            "HOME": f"{base}/home" if base != SCRATCH else "/tmp",
+            "TMPDIR": f"{base}/tmp" if base != SCRATCH else "/tmp",
+            "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
+            **(env or {}),
+        }
+        argv = cmd
+        if stdin is not None:
+            feed = f"/tmp/.stdin-{uuid.uuid4().hex}"
+            self.write_file(feed, stdin)
+            argv = ["sh", "-c", 'f="$1"; shift; exec "$@" < "$f"', "sh", feed, *cmd]
+        started = time.monotonic()
+        code, out, err, timed_out, truncated = self._raw(
+            argv, cwd=cwd, env=full_env, timeout=timeout, limit=output_limit or self.spec.limits.output_limit,
+            text=True)
+        return ExecResult(returncode=code, stdout=out, stderr=err, timed_out=timed_out, truncated=truncated,
+                          duration=time.monotonic() - started)
+
+    def _raw(self, cmd: list[str], *, user: str = SAMPLE_USER, cwd: str = "/", env: dict[str, str] | None = None,
+             timeout: float, limit: int = 16 << 20, text: bool = False):
+        """Run cmd under `timeout -s KILL` with a host-side watchdog, then kill every process of the
+        sample user. Returns (exit code, stdout, stderr, timed out, truncated)."""
+        import docker.errors
+
+        cid = self._cid()
+        argv = ["timeout", "-s", "KILL", str(math.ceil(timeout)), *cmd]
+        out, err = CappedBuffer(limit), CappedBuffer(limit)
+        started = time.monotonic()
+        try:
+            exec_id = self._api.exec_create(cid, argv, user=user, workdir=cwd, environment=env or {},
+                                            stdout=True, stderr=True, stdin=False)["Id"]
+        except docker.errors.DockerException as e:
+            raise SandboxError(f"docker exec failed to start: {e}") from None
+        failure: list[BaseException] = []
+        reader = threading.Thread(target=self._pump, args=(exec_id, out, err, failure), daemon=True)
+        reader.start()
+        reader.join(timeout + _WATCHDOG_GRACE)
+        watchdog_fired = reader.is_alive()
+        if watchdog_fired:
+            # `timeout` itself was killed or the exec hangs: kill the container from outside.
+            with contextlib.suppress(docker.errors.DockerException):
+                self._api.kill(cid)
+            reader.join(30)
+            self._restart()
+            code = -9
+        else:
+            if failure:
+                raise SandboxError(f"docker exec stream broke: {failure[0]}")
+            try:
+                code = self._api.exec_inspect(exec_id)["ExitCode"]
+            except docker.errors.DockerException as e:
+                raise SandboxError(f"cannot read the exit code of a docker exec: {e}") from None
+            if code is None:
+                raise SandboxError("docker exec ended without an exit code")
+            if user == SAMPLE_USER:
+                self._kill_leftovers()
+        elapsed = time.monotonic() - started
+        timed_out = watchdog_fired or (code in (124, 137) and elapsed >= timeout - 0.5)
+        truncated = out.truncated or err.truncated
+        if text:
+            return code, out.text(), err.text(), timed_out, truncated
+        return code, bytes(out.head) + bytes(out.tail), bytes(err.head) + bytes(err.tail), timed_out, truncated
+
+    def _pump(self, exec_id: str, out: CappedBuffer, err: CappedBuffer, failure: list) -> None:
+        try:
+            for stdout, stderr in self._stream_api.exec_start(exec_id, stream=True, demux=True):
+                if stdout:
+                    out.feed(stdout)
+                if stderr:
+                    err.feed(stderr)
+        except Exception as e:  # reported to the caller as a broken sandbox
+            failure.append(e)
+
+    def _kill_leftovers(self) -> None:
+        import docker.errors
+
+        try:
+            exec_id = self._api.exec_create(self._cid(), [self.spec.python, "-I", "-c", _KILL_ALL],
+                                            user=SAMPLE_USER)["Id"]
+            self._api.exec_start(exec_id)
+        except docker.errors.DockerException as e:
+            raise SandboxError(f"cannot kill a sample's leftover processes: {e}") from None
+
+
+def cleanup_stale_containers(client=None) -> list[str]:
+    """Remove coderun containers whose owning process (on this host) no longer runs."""
+    import docker.errors
+
+    client = client or _client(_CONTROL_TIMEOUT)
+    removed = []
+    host = socket.gethostname()
+    try:
+        containers = client.api.containers(all=True, filters={"label": f"{LABEL}.managed=1"})
+    except docker.errors.DockerException as e:
+        raise SandboxError(f"cannot list containers: {e}") from None
+    for c in containers:
+        owner = (c.get("Labels") or {}).get(f"{LABEL}.owner", "")
+        owner_host, _, pid = owner.rpartition(":")
+        if owner_host != host or not pid.isdigit():
+            continue
+        if int(pid) != os.getpid() and not os.path.exists(f"/proc/{pid}"):
+            with contextlib.suppress(docker.errors.DockerException):
+                client.api.remove_container(c["Id"], force=True, v=True)
+                removed.append(c["Id"])
+    return removed
