@@ -306,3 +306,39 @@ def test_template_with_an_unknown_placeholder_is_refused(tmp_path):
     tpl.write_text("user: 'Write ${funcname}'\n")
     with pytest.raises(UsageError, match="unknown placeholder.*funcname"):
         load_templates(tpl)
+
+
+# --- the command ----------------------------------------------------------------------------------------
+
+def test_prompts_command_renders_stored_tasks_from_the_checkout(project, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from coderun.cli.main import app
+    from coderun.config import load_settings
+    from coderun.manifest import find_manifest
+    from coderun.prompts import read_prompts
+    from coderun.records import TaskStatus
+    from coderun.sources import checkout
+    from coderun.tasks import store
+
+    home, manifests = tmp_path / "home", tmp_path / "manifests"
+    manifests.mkdir()
+    (manifests / "hp.yaml").write_text(f"name: hp\nsource:\n  path: {project}\npython: '3.11'\n")
+    monkeypatch.setenv("CODERUN_HOME", str(home))
+    settings = load_settings([manifests])
+    commit = checkout(find_manifest("hp", settings), settings).commit
+    labelled = _task(commit=commit, status=TaskStatus.VERIFIED, human_docstring="Join two labels.")
+    unlabelled = _task("label", lineno=25, commit=commit, status=TaskStatus.VERIFIED)
+    store.save_project(settings, "hp", commit, [labelled, unlabelled], "{}")
+
+    out = tmp_path / "p.jsonl"
+    args = ["prompts", "--projects", str(manifests), "--context", "oracle", "--docstring", "human", "-o", str(out)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "skipped hp/pkg/shapes.py::Shape.label: no human-labeled docstring" in result.output
+    [rec] = read_prompts(out)
+    assert rec.prompt.endswith('def label_twice(self, sep=" "):\n    """Join two labels."""\n')
+    assert "# imports the function relies on\nimport math" in rec.prompt
+
+    bad = CliRunner().invoke(app, ["prompts", "--projects", str(manifests), "--context", "orcale", "-o", str(out)])
+    assert bad.exit_code == UsageError.exit_code and "unknown context variant 'orcale'" in bad.output

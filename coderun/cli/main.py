@@ -8,6 +8,7 @@ from coderun import __version__
 from coderun.cli import env, images, projects
 from coderun.cli._common import CoderunGroup
 from coderun.cli.generate import generate
+from coderun.cli.prompts import prompts
 from coderun.cli.tasks import app as tasks_app
 
 app = typer.Typer(
@@ -32,6 +33,7 @@ app.add_typer(env.app, name="env")
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(images.app, name="images")
 app.command("generate")(generate)
+app.command("prompts")(prompts)
 
 
 def main() -> None:
