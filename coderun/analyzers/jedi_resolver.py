@@ -8,7 +8,6 @@ from pathlib import Path
 
 import jedi
 
-from coderun.errors import AnalysisError
 
 
 @dataclass(frozen=True)
@@ -20,14 +19,20 @@ class JediHit:
 
 
 class JediResolver:
-    def __init__(self, root: Path, import_root: str = ".", python: Path | None = None):
+    def __init__(self, root: Path, import_root: str = ".", python: Path | None = None,
+                 site_dirs: tuple[str, ...] = ()):
+        """With `python`, jedi runs its inference in that interpreter. jedi cannot run inside every
+        Python (0.20 needs >= 3.10 there); for older ones it runs here and is given the environment's
+        site-packages (`site_dirs`) to look into, which is what resolving names needs."""
         self.root = root.resolve()
         sys_path = [str((self.root / import_root).resolve())]
+        self.environment = None
+        if python is not None:
+            try:
+                self.environment = jedi.create_environment(str(python), safe=False)
+            except jedi.InvalidPythonEnvironment:
+                sys_path += list(site_dirs)
         self.project = jedi.Project(path=self.root, added_sys_path=sys_path, smart_sys_path=True)
-        try:
-            self.environment = jedi.create_environment(str(python), safe=False) if python else None
-        except jedi.InvalidPythonEnvironment as e:
-            raise AnalysisError(f"jedi cannot use the project's python {python}: {e}") from None
         self._scripts: dict[str, jedi.Script] = {}
 
     def _script(self, rel: str, code: str) -> jedi.Script:

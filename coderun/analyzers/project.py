@@ -32,7 +32,7 @@ def analyze_project(root: Path, *, import_root: str = ".", python: Path | None =
     facts = python_facts(python)
     all_files = python_files(root)
     index = ProjectIndex(root, import_root, all_files)
-    jedi = JediResolver(root, import_root, python) if use_jedi else None
+    jedi = JediResolver(root, import_root, python, facts.site_dirs) if use_jedi else None
     wanted = all_files if files is None else [_check_file(root, f) for f in files]
     functions: list[FunctionInfo] = []
     skipped: list[SkippedFile] = []

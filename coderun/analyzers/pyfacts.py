@@ -56,7 +56,8 @@ try:
             top.setdefault(m, name)
 except Exception:
     pass
-print(json.dumps({"version": "%d.%d.%d" % sys.version_info[:3], "builtins": dir(builtins),
+site_dirs = sorted({sysconfig.get_paths()[k] for k in ("purelib", "platlib")})
+print(json.dumps({"version": "%d.%d.%d" % sys.version_info[:3], "builtins": dir(builtins), "site": site_dirs,
                   "stdlib": sorted(set(names) | {"__future__", "__main__"}), "installed": top}))
 """
 
@@ -68,6 +69,7 @@ class PythonFacts:
     builtins: frozenset[str]
     stdlib: frozenset[str]
     installed: dict[str, str]        # top-level module -> distribution name (the env's site-packages)
+    site_dirs: tuple[str, ...] = ()  # where those distributions live
 
     def is_stdlib(self, top: str) -> bool:
         return top in self.stdlib
@@ -83,7 +85,8 @@ def _probe(executable: str, mtime: float) -> PythonFacts:
         raise AnalysisError(f"cannot ask {executable} for its builtins and standard library: {e}",
                             hint="check that the project's environment is intact (coderun env build)") from None
     return PythonFacts(executable=executable, version=data["version"], builtins=frozenset(data["builtins"]),
-                       stdlib=frozenset(data["stdlib"]), installed=dict(data["installed"]))
+                       stdlib=frozenset(data["stdlib"]), installed=dict(data["installed"]),
+                       site_dirs=tuple(data.get("site", ())))
 
 
 def python_facts(python: Path | None = None) -> PythonFacts:
