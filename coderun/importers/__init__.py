@@ -1,0 +1,1 @@
+"""Turning other harnesses' released results into coderun runs."""
