@@ -229,16 +229,19 @@ def _file_tampering(pristine: dict[str, str], after: dict[str, str], relfile: st
             notes.append(f"python file created during the run: {path}")
     for rec in records:
         if rec.get("kind") == "collected":
-            for conf in rec.get("conftests") or []:
-                rel = _relative_conftest(str(conf), pristine)
-                if rel is None:
-                    notes.append(f"pytest loaded a conftest that is not in the project: {conf}")
+            for plugin in rec.get("plugins") or []:
+                file = str(plugin.get("file") or "")
+                rel = _in_tree(file, pristine)
+                if posixpath.basename(file) != "conftest.py" or rel is None:
+                    notes.append(f"a pytest plugin was registered while the tests were collected: "
+                                 f"{plugin.get('name')} ({file or 'no file'})")
     return notes
 
 
-def _relative_conftest(path: str, pristine: dict[str, str]) -> str | None:
+def _in_tree(path: str, pristine: dict[str, str]) -> str | None:
+    """`path` relative to the copy when it names a file of the pristine tree."""
     parts = path.replace("\\", "/").split("/")
-    for i in range(len(parts)):
+    for i in range(1, len(parts)):
         rel = "/".join(parts[i:])
         if rel in pristine:
             return rel

@@ -42,6 +42,7 @@ _MAX_LINES = 40
 _phases: dict[str, dict[str, object]] = {}
 _snapshot: dict[str, object] = {}
 _plugins_after_collection: set[int] | None = None
+_plugins_at_configure: set[int] = set()
 _timed_out: set[str] = set()
 _config = None
 
@@ -120,9 +121,12 @@ def _check_tampering(config, where: str) -> None:
 
 # -- hooks -------------------------------------------------------------------------------------
 
+@pytest.hookimpl(trylast=True)
 def pytest_configure(config):
-    global _config
+    """After every other plugin's configure: what is registered now is pytest's and the project's."""
+    global _config, _plugins_at_configure
     _config = config
+    _plugins_at_configure = {id(p) for p in config.pluginmanager.get_plugins()}
     _snapshot.update(_watched())
     _emit("start", pid=os.getpid(), python=sys.version.split()[0], pytest=pytest.__version__,
           timeout=_TIMEOUT, rootdir=str(getattr(config, "rootpath", None) or config.rootdir))
@@ -134,11 +138,15 @@ def pytest_collectreport(report):
 
 
 def pytest_collection_finish(session):
+    """Name every plugin registered during collection: the project's conftest files, or something the
+    sample registered while its module was imported (the parent tells them apart)."""
     global _plugins_after_collection
-    _plugins_after_collection = {id(p) for p in session.config.pluginmanager.get_plugins()}
-    conftests = sorted({getattr(p, "__file__", "") for p in session.config.pluginmanager.get_plugins()
-                        if getattr(p, "__name__", "").endswith("conftest")} - {""})
-    _emit("collected", nodeids=[item.nodeid for item in session.items], conftests=conftests)
+    pm = session.config.pluginmanager
+    plugins = pm.get_plugins()
+    _plugins_after_collection = {id(p) for p in plugins}
+    added = [{"name": str(pm.get_name(p)), "module": _module_of(p), "file": str(getattr(p, "__file__", "") or "")}
+             for p in plugins if id(p) not in _plugins_at_configure and not _is_pytest_own(p)]
+    _emit("collected", nodeids=[item.nodeid for item in session.items], plugins=added)
 
 
 def pytest_runtest_logstart(nodeid, location):
@@ -184,6 +192,16 @@ def pytest_runtest_logfinish(nodeid, location):
 def pytest_sessionfinish(session, exitstatus):
     _check_tampering(session.config, "at the end of the session")
     _emit("finish", exitstatus=int(exitstatus))
+
+
+def _module_of(plugin) -> str:
+    return str(getattr(plugin, "__name__", None) if isinstance(plugin, type(sys)) else type(plugin).__module__)
+
+
+def _is_pytest_own(plugin) -> bool:
+    """pytest registers its session and fixture manager as plugins once the session starts."""
+    module = _module_of(plugin)
+    return module == "_pytest" or module.startswith("_pytest.")
 
 
 # -- helpers -----------------------------------------------------------------------------------
