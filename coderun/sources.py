@@ -6,6 +6,7 @@ HEAD is the recorded commit, under `$CODERUN_HOME/src/`. Later stages copy it; n
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import html.parser
 import io
@@ -104,10 +105,8 @@ def _resolve_rev(repo: git.Repo, rev: str) -> str:
             if attempt == 0:
                 repo.git.fetch("origin", "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*",
                                "--prune")
-                try:  # a bare commit sha that no ref names
+                with contextlib.suppress(git.GitCommandError):  # a bare sha that no ref names
                     repo.git.fetch("origin", rev)
-                except git.GitCommandError:
-                    pass
     raise SourceError(f"revision {rev!r} not found in {repo.git_dir}",
                       hint="use a tag, a branch or a full commit sha that the repository has")
 

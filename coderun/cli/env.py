@@ -8,9 +8,10 @@ from pathlib import Path
 import typer
 
 from coderun.cli._common import JsonOption, ProjectsDirOption, console, err_console, print_json, settings
+from coderun.config import Settings
 from coderun.envs.local import build_local_env, load_baseline
-from coderun.errors import UsageError
-from coderun.manifest import find_manifest
+from coderun.errors import CoderunError, EnvironmentBuildError, UsageError
+from coderun.manifest import Manifest, find_manifest
 
 app = typer.Typer(no_args_is_help=True, help="Per-project environments (venv or Docker image).")
 
@@ -25,26 +26,42 @@ def build(projects: list[str] = typer.Argument(..., help="Project names or manif
     if backend not in ("local", "docker"):
         raise UsageError(f"unknown backend {backend!r}; use local or docker")
     manifests = [find_manifest(p, s) for p in projects]
-    out = []
+    out, failed = [], []
     for m in manifests:
-        if backend == "docker":
-            from coderun.envs.docker import build_project_image
-
-            image = build_project_image(m, s, force=force)
-            baseline, where = image.baseline, image.tag
-        else:
-            env = build_local_env(m, s, force=force, warn=lambda msg: err_console.print(f"[yellow]{msg}[/]"))
-            baseline, where = load_baseline(env), str(env.path)
-            meta = json.loads((env.path / "env.json").read_text())
-        counts = baseline.counts()
-        row = {"project": m.name, "backend": backend, "location": where, "commit": baseline.commit,
-               "python": baseline.python, **counts, "test_seconds": baseline.duration}
-        if backend == "local":
-            row["build_seconds"] = meta["build_seconds"]
+        try:
+            row = _build_one(m, s, backend, force)
+        except CoderunError as e:
+            if len(manifests) == 1:
+                raise
+            err_console.print(f"[bold red]error:[/] {m.name}: ", end="")
+            err_console.print(str(e), markup=False, highlight=False)
+            failed.append(m.name)
+            continue
         out.append(row)
         if not as_json:
-            console.print(f"[bold]{m.name}[/] ({backend}, python {baseline.python}): "
-                          f"{counts['passed']} passed, {counts['failed']} failed, {counts['error']} errors, "
-                          f"{counts['skipped']} skipped, {counts['ignored']} ignored  → {where}")
+            console.print(f"[bold]{m.name}[/] ({backend}, python {row['python']}): "
+                          f"{row['passed']} passed, {row['failed']} failed, {row['error']} errors, "
+                          f"{row['skipped']} skipped, {row['ignored']} ignored  → {row['location']}")
     if as_json:
         print_json(out)
+    if failed:
+        # Every environment that did build is kept; only the failed ones need another go.
+        raise EnvironmentBuildError(f"{len(failed)} of {len(manifests)} environments failed: "
+                                    f"{', '.join(failed)}")
+
+
+def _build_one(m: Manifest, s: Settings, backend: str, force: bool) -> dict:
+    if backend == "docker":
+        from coderun.envs.docker import build_project_image
+
+        image = build_project_image(m, s, force=force)
+        baseline, where = image.baseline, image.tag
+    else:
+        env = build_local_env(m, s, force=force, warn=lambda msg: err_console.print(f"[yellow]{msg}[/]"))
+        baseline, where = load_baseline(env), str(env.path)
+        meta = json.loads((env.path / "env.json").read_text())
+    row = {"project": m.name, "backend": backend, "location": where, "commit": baseline.commit,
+           "python": baseline.python, **baseline.counts(), "test_seconds": baseline.duration}
+    if backend == "local":
+        row["build_seconds"] = meta["build_seconds"]
+    return row

@@ -57,7 +57,9 @@ class LocalEnv:
 
 
 def _env_for(manifest: Manifest, settings: Settings, co: Checkout) -> LocalEnv:
-    key = manifest.install_hash(co.commit, ENV_RECIPE_VERSION)
+    interpreter, _ = find_python(manifest.python)
+    # The interpreter actually used is part of the key: installing python3.9 later rebuilds.
+    key = manifest.install_hash(co.commit, ENV_RECIPE_VERSION, _version_of(str(interpreter)) or "")
     path = settings.envs / f"{manifest.name}-{key}"
     return LocalEnv(manifest.name, path, path / "venv" / "bin" / "python", co, key)
 
@@ -76,10 +78,17 @@ def load_baseline(env: LocalEnv) -> Baseline:
 
 
 def find_python(version: str) -> tuple[Path, bool]:
-    """An interpreter for `version` on PATH, or the current one (second item False) as a fallback."""
-    for name in (f"python{version}", f"python{version.replace('.', '')}"):
-        exe = shutil.which(name)
-        if exe and _version_of(exe) == version:
+    """An interpreter for `version` (PATH, then pyenv's versions), or the current one as a fallback.
+
+    The second item says whether the interpreter really is `version`.
+    """
+    candidates = [shutil.which(f"python{version}")]
+    pyenv_root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
+    # pyenv's shims only answer for the selected versions, so look at its installations directly.
+    for d in sorted((pyenv_root / "versions").glob(f"{version}.*"), reverse=True):
+        candidates.append(str(d / "bin" / f"python{version}"))
+    for exe in candidates:
+        if exe and Path(exe).exists() and _version_of(exe) == version:
             return Path(exe), True
     return Path(sys.executable), f"{sys.version_info[0]}.{sys.version_info[1]}" == version
 

@@ -1,0 +1,69 @@
+"""Small builders for real test fixtures: git repositories and tiny Python projects in temp dirs."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@localhost", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@localhost", "HOME": "/tmp", "PATH": "/usr/bin:/bin"}
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, env=GIT_ENV, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def write_tree(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return root
+
+
+def make_repo(root: Path, files: dict[str, str], message: str = "init") -> str:
+    """A real git repository at `root` with `files` committed; returns the commit sha."""
+    root.mkdir(parents=True, exist_ok=True)
+    if not (root / ".git").exists():
+        git(root, "init", "-q", "-b", "main")
+    write_tree(root, files)
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", message)
+    return git(root, "rev-parse", "HEAD")
+
+
+TINY_PROJECT = {
+    "calc/__init__.py": "",
+    "calc/ops.py": '''"""Arithmetic helpers."""
+
+
+def add(a, b):
+    """Return the sum of a and b."""
+    total = a
+    total = total + b
+    result = total
+    return result
+
+
+def unused(x):
+    """Never called by any test."""
+    y = x * 2
+    y = y + 1
+    return y
+''',
+    "tests/test_ops.py": '''from calc.ops import add
+
+
+def test_add():
+    assert add(2, 3) == 5
+
+
+def test_add_negative():
+    assert add(-1, 1) == 0
+
+
+def test_unrelated():
+    assert 1 + 1 == 2
+''',
+}

@@ -1,0 +1,53 @@
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from coderun.cli.main import app
+from coderun.config import load_settings
+from coderun.envs.local import build_local_env, find_local_env, load_baseline
+from coderun.errors import EnvironmentBuildError
+from coderun.manifest import load_manifest
+from tests.helpers import TINY_PROJECT, write_tree
+
+runner = CliRunner()
+
+
+def tiny_manifest(tmp_path, extra_tests=""):
+    write_tree(tmp_path / "calc", TINY_PROJECT)
+    f = tmp_path / "calc.yaml"
+    f.write_text(f"name: calc\nsource: {{path: calc}}\npython: '3.11'\ntests:\n  paths: [tests]\n{extra_tests}")
+    return load_manifest(f)
+
+
+@pytest.mark.slow
+def test_build_records_baseline_and_is_reused(tmp_path, monkeypatch):
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    s = load_settings()
+    m = tiny_manifest(tmp_path, "  ignore:\n    - {test: tests/test_ops.py::test_unrelated, reason: demo}\n")
+    env = build_local_env(m, s)
+    baseline = load_baseline(env)
+    assert {t.nodeid for t in baseline.tests} == {"tests/test_ops.py::test_add",
+                                                   "tests/test_ops.py::test_add_negative"}
+    assert baseline.counts()["passed"] == 2 and baseline.ignored == ["tests/test_ops.py::test_unrelated"]
+    assert find_local_env(m, s) == env
+    meta = json.loads((env.path / "env.json").read_text())
+    assert meta["build_seconds"] > 0
+    # The project is imported from the tree, never installed into the venv.
+    assert not list((env.path / "venv").glob("lib/python*/site-packages/calc"))
+
+
+@pytest.mark.slow
+def test_env_build_cli_and_failing_install(tmp_path, monkeypatch):
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    tiny_manifest(tmp_path)
+    result = runner.invoke(app, ["env", "build", str(tmp_path / "calc.yaml"), "--json"])
+    assert result.exit_code == 0, result.output
+    row = json.loads(result.stdout.strip().splitlines()[-1])[0]
+    assert row["passed"] == 3 and row["failed"] == 0
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nsource: {path: calc}\npython: '3.11'\n"
+                   "install:\n  requirements: ['no-such-package-coderun-xyz==9.9']\n")
+    result = runner.invoke(app, ["env", "build", str(bad)])
+    assert result.exit_code == EnvironmentBuildError.exit_code
+    assert "pip install failed" in result.output and "full log:" in result.output

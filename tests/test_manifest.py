@@ -1,0 +1,83 @@
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from coderun.cli.main import app
+from coderun.config import load_settings
+from coderun.errors import ManifestError
+from coderun.manifest import all_manifests, find_manifest, parse_manifest
+
+runner = CliRunner()
+
+GOOD = """\
+name: demo
+source:
+  pypi: "demo==1.0"
+python: "3.11"
+tests:
+  paths: [tests]
+tasks:
+  targets:
+    - function: demo/mod.py::Klass.method
+      aliases: [abc123]
+"""
+
+
+def test_good_manifest_parses_with_defaults():
+    m = parse_manifest(GOOD, Path("demo.yaml"))
+    assert m.source.kind == "pypi"
+    assert m.tests.runner == "pytest" and m.tests.timeout > 0
+    assert m.tasks.targets[0].file == "demo/mod.py"
+    assert m.tasks.targets[0].qualname == "Klass.method"
+
+
+@pytest.mark.parametrize("text, field, line", [
+    (GOOD.replace("python:", "colour: red\npython:"), "colour", 4),
+    (GOOD.replace('tests:\n  paths: [tests]', "tests:\n  timeout: soon"), "tests.timeout", 6),
+    (GOOD.replace('  pypi: "demo==1.0"', '  pypi: "demo==1.0"\n  path: ../demo'), "source", 3),
+    (GOOD.replace('python: "3.11"\n', ""), "python", None),
+    (GOOD.replace("demo/mod.py::Klass.method", "demo/mod.py"), "tasks.targets.0.function", 9),
+])
+def test_malformed_manifest_names_field_and_line(text, field, line):
+    with pytest.raises(ManifestError) as info:
+        parse_manifest(text, Path("bad.yaml"))
+    msg = str(info.value)
+    assert f"field '{field}'" in msg
+    if line:
+        assert f"bad.yaml:{line}:" in msg
+
+
+@pytest.mark.parametrize("mutation", [
+    lambda t: t.replace("python:", "colour: red\npython:"),                     # unknown key
+    lambda t: t.replace('tests:\n  paths: [tests]', "tests:\n  timeout: soon"),  # bad type
+    lambda t: t.replace('  pypi: "demo==1.0"', '  pypi: "demo==1.0"\n  path: x'),  # two sources
+])
+def test_validate_command_exits_2_on_malformed(tmp_path, mutation):
+    f = tmp_path / "bad.yaml"
+    f.write_text(mutation(GOOD))
+    result = runner.invoke(app, ["projects", "validate", str(f)])
+    assert result.exit_code == 2
+    assert "field '" in result.output
+
+
+def test_every_builtin_manifest_validates():
+    result = runner.invoke(app, ["projects", "validate"])
+    assert result.exit_code == 0, result.output
+    names = {m.name for m in all_manifests(load_settings())}
+    assert {"cachetools", "python-dateutil", "borgmatic", "sqlparams", "shortuuid"} <= names
+
+
+def test_user_manifest_dir_and_path_lookup(tmp_path, monkeypatch):
+    (tmp_path / "demo.yaml").write_text(GOOD)
+    monkeypatch.setenv("CODERUN_PROJECTS", str(tmp_path))
+    assert find_manifest("demo", load_settings()).name == "demo"
+    assert find_manifest(str(tmp_path / "demo.yaml"), load_settings()).name == "demo"
+    result = runner.invoke(app, ["projects", "show", "demo", "--json"])
+    assert result.exit_code == 0 and '"name": "demo"' in result.output
+
+
+def test_unknown_project_is_a_clear_error():
+    result = runner.invoke(app, ["projects", "show", "no-such-project"])
+    assert result.exit_code == 2
+    assert "no project named 'no-such-project'" in result.output

@@ -1,0 +1,88 @@
+import pytest
+
+from coderun.config import load_settings
+from coderun.errors import SourceError
+from coderun.manifest import parse_manifest
+from coderun.sources import checkout
+from tests.helpers import git, make_repo
+
+
+@pytest.fixture
+def settings(tmp_path, monkeypatch):
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    return load_settings()
+
+
+def manifest(text, origin):
+    return parse_manifest(text, origin)
+
+
+def test_git_source_resolves_tag_to_commit_and_reuses_cache(tmp_path, settings):
+    repo = tmp_path / "upstream"
+    first = make_repo(repo, {"pkg/__init__.py": "X = 1\n"})
+    git(repo, "tag", "v1")
+    make_repo(repo, {"pkg/__init__.py": "X = 2\n"})
+    m = manifest(f"name: pkg\nsource:\n  git: {{url: 'file://{repo}', rev: v1}}\npython: '3.11'\n",
+                 tmp_path / "m.yaml")
+    co = checkout(m, settings)
+    assert co.commit == first
+    assert (co.path / "pkg/__init__.py").read_text() == "X = 1\n"
+    assert checkout(m, settings) == co
+
+
+def test_git_source_fetches_new_commits_and_relative_paths(tmp_path, settings):
+    repo = tmp_path / "upstream"
+    make_repo(repo, {"a.py": "1\n"})
+    m = manifest("name: pkg\nsource:\n  git: {url: upstream, rev: main}\npython: '3.11'\n", tmp_path / "m.yaml")
+    checkout(m, settings)
+    second = make_repo(repo, {"a.py": "2\n"})
+    m2 = manifest(f"name: pkg\nsource:\n  git: {{url: upstream, rev: {second}}}\npython: '3.11'\n",
+                  tmp_path / "m.yaml")
+    assert checkout(m2, settings).commit == second
+
+
+def test_dirty_worktree_is_restored(tmp_path, settings):
+    repo = tmp_path / "upstream"
+    make_repo(repo, {"a.py": "1\n"})
+    m = manifest(f"name: pkg\nsource:\n  git: {{url: '{repo}', rev: main}}\npython: '3.11'\n", tmp_path / "m.yaml")
+    co = checkout(m, settings)
+    (co.path / "a.py").write_text("tampered\n")
+    assert (checkout(m, settings).path / "a.py").read_text() == "1\n"
+
+
+def test_unknown_rev_is_a_source_error(tmp_path, settings):
+    repo = tmp_path / "upstream"
+    make_repo(repo, {"a.py": "1\n"})
+    m = manifest(f"name: pkg\nsource:\n  git: {{url: '{repo}', rev: nope}}\npython: '3.11'\n", tmp_path / "m.yaml")
+    with pytest.raises(SourceError, match="nope"):
+        checkout(m, settings)
+
+
+def test_path_source_snapshot_is_deterministic(tmp_path, settings):
+    src = tmp_path / "proj"
+    (src / "pkg").mkdir(parents=True)
+    (src / "pkg/__init__.py").write_text("Y = 1\n")
+    m = manifest("name: proj\nsource: {path: proj}\npython: '3.11'\n", tmp_path / "m.yaml")
+    a = checkout(m, settings)
+    b = checkout(m, settings)
+    assert a.commit == b.commit and (a.path / "pkg/__init__.py").exists()
+    (src / "pkg/__init__.py").write_text("Y = 2\n")
+    assert checkout(m, settings).commit != a.commit
+
+
+@pytest.mark.network
+def test_pypi_sdist_is_verified_unpacked_and_committed(tmp_path, monkeypatch):
+    # Cached under the real $CODERUN_HOME so reruns do not download again.
+    s = load_settings()
+    m = manifest('name: shortuuid\nsource: {pypi: "shortuuid==1.0.9"}\npython: "3.11"\n', tmp_path / "m.yaml")
+    co = checkout(m, s)
+    assert co.kind == "pypi" and len(co.commit) == 40
+    assert (co.path / "shortuuid" / "main.py").is_file()
+    assert checkout(m, s).commit == co.commit
+
+
+@pytest.mark.network
+def test_pypi_unknown_version_is_clear(tmp_path):
+    m = manifest('name: x\nsource: {pypi: "shortuuid==0.0.999"}\npython: "3.11"\n', tmp_path / "m.yaml")
+    with pytest.raises(SourceError, match="no sdist of shortuuid==0.0.999"):
+        checkout(m, load_settings())
