@@ -68,3 +68,29 @@ def validate(paths: list[Path] = typer.Argument(None, help="Manifest files (defa
             err_console.print(f"[red]error[/] {e}", highlight=False)
     if bad:
         raise typer.Exit(2)
+
+
+@app.command("add")
+def add(source: str = typer.Argument(..., help='A git URL (https, ssh, file://), a local directory, or a '
+                                    'PyPI package pinned as "pkg==version".'),
+        output: Path | None = typer.Option(None, "-o", "--output", help="Write the draft to this file "
+                                           "(default: print it)."),
+        name: str | None = typer.Option(None, "--name", help="Project name (default: from the project's "
+                                        "metadata)."),
+        force: bool = typer.Option(False, "--force", help="Overwrite an existing output file.")) -> None:
+    """Draft a manifest for a repository: python version, dependencies and tests read from its files."""
+    from coderun.draft import make_draft
+    from coderun.errors import UsageError
+
+    if output is not None and output.exists() and not force:
+        raise UsageError(f"{output} already exists", hint="pass --force to overwrite it, or choose another -o")
+    with err_console.status(f"reading {source}"):
+        draft = make_draft(source, settings(), name=name)
+    for w in draft.warnings:
+        err_console.print(f"[yellow]warning:[/] {w}", highlight=False)
+    if output is None:
+        typer.echo(draft.text, nl=False)
+        return
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(draft.text, encoding="utf-8")
+    err_console.print(f"wrote {output}; next: coderun env build {output}", highlight=False)
