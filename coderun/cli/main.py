@@ -8,7 +8,9 @@ from coderun import __version__
 from coderun.cli import env, images, projects
 from coderun.cli._common import CoderunGroup
 from coderun.cli.generate import generate
+from coderun.cli.importer import app as import_app
 from coderun.cli.prompts import prompts
+from coderun.cli.report import report
 from coderun.cli.tasks import app as tasks_app
 
 app = typer.Typer(
@@ -34,6 +36,8 @@ app.add_typer(tasks_app, name="tasks")
 app.add_typer(images.app, name="images")
 app.command("generate")(generate)
 app.command("prompts")(prompts)
+app.command("report")(report)
+app.add_typer(import_app, name="import")
 
 
 def main() -> None:
