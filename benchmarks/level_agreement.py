@@ -61,8 +61,12 @@ def map_task(task: dict, functions: list[FunctionInfo], signature: str | None) -
     """The function named like the task in its file; the prompt's signature decides between several."""
     file = PROJECTS[task["project"]][1](task["file_path"])
     found = [f for f in functions if f.file == file and f.name == task["name"]]
-    if not found:
-        return None
+    if not found:  # moved to another file in this release: accept a unique function of that name
+        found = [f for f in functions if f.name == task["name"]]
+        if len(found) != 1:
+            return None
+        print(f"  relocated: {task['project']} {task['file_path']}::{task['name']} -> {found[0].file}",
+              file=sys.stderr)
     if len(found) > 1 and signature:
         same = [f for f in found if _norm(f.signature).endswith(_norm(signature).removeprefix("async"))]
         found = same or found

@@ -147,6 +147,8 @@ class FileAnalyzer:
         refs.add(".".join(chain.parts), kind, ctx, target, use.node)
 
     def _module_name(self, use: Use, chain: _Chain, b: Binding, fn: Scope, refs: _Refs) -> None:
+        if b.node == fn.node:  # recursion: the function is not a dependency of itself
+            return
         target = f"{self.sf.module}.{b.target or use.name}"
         if b.kind == "class" and self._encloses(b.target or use.name, fn):
             name = ".".join(chain.parts[:2])
@@ -168,6 +170,8 @@ class FileAnalyzer:
             return
         cls, member = method.parent, chain.parts[1]
         kind, target, binding = self._find_member(cls, member, chain.end, include_self=True)
+        if binding is not None and binding.node == method.node and use.scope is method:
+            return  # self.m() inside m: recursion
         name = f"{use.name}.{member}"
         if chain.called and len(chain.parts) == 2:
             ctx = ContextKind.APIS
