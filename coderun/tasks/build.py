@@ -89,7 +89,7 @@ def build_project(manifest: Manifest, settings: Settings, backend: str = "local"
     logs = settings.runs / "tasks" / manifest.name
     logs.mkdir(parents=True, exist_ok=True)
     say(f"[bold]{manifest.name}[/]: analyzing")
-    analysis = _analyze(env, settings)
+    analysis = _analyze(manifest, env, settings, say)
     selection = select(manifest, analysis)
     say(f"[bold]{manifest.name}[/]: {len(selection.candidates)} candidate functions; "
         "mapping tests (one coverage run of the suite)")
@@ -105,10 +105,19 @@ def build_project(manifest: Manifest, settings: Settings, backend: str = "local"
     return report
 
 
-def _analyze(env: LocalEnv, settings: Settings):
+def _analyze(manifest: Manifest, env: LocalEnv, settings: Settings, say):
     from coderun.analyzers import analyze_cached
+    from coderun.errors import AnalysisError
 
-    return analyze_cached(env.checkout, settings, python=env.python)
+    try:
+        return analyze_cached(env.checkout, settings, python=env.python, import_root=manifest.import_root)
+    except AnalysisError as e:
+        if "jedi" not in e.message:
+            raise
+        # jedi runs a helper inside the project's interpreter; some jedi releases cannot (e.g. 0.20 on 3.9)
+        say(f"[yellow]{manifest.name}: {e.message}; analyzing without jedi[/]")
+        return analyze_cached(env.checkout, settings, python=env.python, use_jedi=False,
+                              import_root=manifest.import_root)
 
 
 def _tid(manifest: Manifest, c: Candidate) -> str:

@@ -1,0 +1,211 @@
+"""End to end on a small hand-made project: a real venv, a real coverage run, real sandbox runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from coderun.cli.main import app
+from coderun.config import load_settings
+from coderun.errors import TaskError
+from coderun.manifest import load_manifest
+from coderun.records import TaskStatus
+from coderun.tasks import build_tasks, find_task, load_tasks
+from tests.helpers import write_tree
+
+DOC = '"""Return the {what} of the given value, computed step by step for the caller."""'
+
+PROJECT = {
+    "shop/__init__.py": "",
+    "shop/prices.py": f'''import functools
+
+
+def logged(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+    return wrapper
+
+
+@logged
+def with_tax(price):
+    {DOC.format(what="price with tax")}
+    rate = 0.2
+    tax = price * rate
+    total = price + tax
+    return round(total, 2)
+
+
+def never_called(price):
+    {DOC.format(what="discounted price")}
+    discount = 0.1
+    cut = price * discount
+    reduced = price - cut
+    return reduced
+
+
+def shrug(price):
+    {DOC.format(what="formatted price")}
+    text = str(price)
+    text = text.strip()
+    text = "$" + text
+    return text
+
+
+def rounded(price):
+    {DOC.format(what="rounded price")}
+    whole = int(price)
+    frac = price - whole
+    up = frac >= 0.5
+    return whole + int(up)
+''',
+    "tests/test_prices.py": '''import os
+import unittest
+
+from shop.prices import rounded, shrug, with_tax
+
+
+def test_tax():
+    assert with_tax(10) == 12
+
+
+def test_tax_zero():
+    assert with_tax(0) == 0
+
+
+def test_shrug_runs():
+    try:
+        shrug(3)
+    except Exception:
+        pass
+
+
+def test_unrelated():
+    assert 1 + 1 == 2
+
+
+def test_rounded_stable():
+    assert rounded(2.5) == 3
+
+
+def test_rounded_flaky():
+    # Fails on the third time it ever runs (baseline, coverage run, then the first verification run).
+    path = os.environ["SHOP_COUNTER"]
+    n = int(open(path).read()) if os.path.exists(path) else 0
+    open(path, "w").write(str(n + 1))
+    assert n != 2
+    assert rounded(1.2) == 1
+
+
+class TaxCase(unittest.TestCase):
+    def test_tax_unittest(self):
+        self.assertEqual(with_tax(100), 120)
+''',
+}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("tasks")
+    write_tree(tmp / "shop", PROJECT)
+    manifest_file = tmp / "shop.yaml"
+    manifest_file.write_text(
+        "name: shop\nsource: {path: shop}\npython: '3.11'\n"
+        f"tests:\n  paths: [tests]\n  env: {{SHOP_COUNTER: '{tmp / 'counter'}'}}\n"
+        "tasks:\n  targets:\n    - function: shop/prices.py::with_tax\n      aliases: [CE-1]\n"
+        "      human_docstring: Add the tax to a price.\n")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("CODERUN_HOME", str(tmp / "home"))
+    settings = load_settings()
+    report = build_tasks(load_manifest(manifest_file), settings, progress=False)
+    yield settings, report, manifest_file
+    mp.undo()
+
+
+def _by_name(settings):
+    return {t.name: t for t in load_tasks(settings, status="all")}
+
+
+@pytest.mark.slow
+def test_covered_function_gets_exactly_the_tests_that_reach_it(built):
+    settings, _, _ = built
+    t = _by_name(settings)["with_tax"]
+    assert t.status is TaskStatus.VERIFIED and t.mapping == "coverage"
+    # Decorator and `def` lines run at import for every test; only callers of the body count.
+    assert t.tests == ["tests/test_prices.py::TaxCase::test_tax_unittest", "tests/test_prices.py::test_tax",
+                       "tests/test_prices.py::test_tax_zero"]
+    assert t.test_files == ["tests/test_prices.py"]
+    assert set(t.test_durations) == set(t.tests)
+    assert t.explicit and t.aliases == ["CE-1"] and t.human_docstring == "Add the tax to a price."
+    assert t.source.startswith("@logged\ndef with_tax(price):")
+    assert t.task_id == "shop/shop/prices.py::with_tax"
+
+
+@pytest.mark.slow
+def test_uncovered_function_gets_no_tests(built):
+    settings, _, _ = built
+    t = _by_name(settings)["never_called"]
+    assert t.status is TaskStatus.UNCOVERED and t.tests == [] and t.mapping == "none"
+
+
+@pytest.mark.slow
+def test_weak_task_is_detected_and_left_out_of_the_benchmark(built):
+    settings, report, _ = built
+    t = _by_name(settings)["shrug"]
+    assert t.status is TaskStatus.WEAK and t.tests == ["tests/test_prices.py::test_shrug_runs"]
+    assert "shrug" not in {x.name for x in load_tasks(settings)}
+    assert "shrug" in {x.name for x in load_tasks(settings, include_weak=True)}
+    assert report.projects[0].statuses["weak"] == 1
+
+
+@pytest.mark.slow
+def test_flaky_test_is_dropped_and_reported(built):
+    settings, report, _ = built
+    t = _by_name(settings)["rounded"]
+    assert t.status is TaskStatus.VERIFIED
+    assert t.tests == ["tests/test_prices.py::test_rounded_stable"]
+    assert t.flaky_tests == ["tests/test_prices.py::test_rounded_flaky"]
+    assert report.projects[0].flaky_tests == ["tests/test_prices.py::test_rounded_flaky"]
+
+
+@pytest.mark.slow
+def test_find_task_by_id_or_alias(built):
+    settings, _, _ = built
+    assert find_task(settings, "CE-1").name == "with_tax"
+    assert find_task(settings, "shop/shop/prices.py::rounded").name == "rounded"
+    with pytest.raises(TaskError):
+        find_task(settings, "shop/shop/prices.py::nothing")
+
+
+@pytest.mark.slow
+def test_cli_list_json_and_export(built, tmp_path):
+    settings, _, _ = built
+    runner = CliRunner()
+    res = runner.invoke(app, ["tasks", "list", "--project", "shop", "--status", "all", "--json"])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in res.stdout.splitlines()]
+    assert {r["name"]: r["status"] for r in rows} == {
+        "with_tax": "verified", "never_called": "uncovered", "shrug": "weak", "rounded": "verified"}
+    for key in ("task_id", "aliases", "project", "file", "qualname", "level", "tests", "source"):
+        assert key in rows[0]
+    out = tmp_path / "tasks.jsonl"
+    res = runner.invoke(app, ["tasks", "export", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    exported = [json.loads(line) for line in out.read_text().splitlines()]
+    assert sorted(r["name"] for r in exported) == ["rounded", "with_tax"]  # the benchmark: verified only
+    bad = runner.invoke(app, ["tasks", "list", "--status", "great"])
+    assert bad.exit_code == 2 and "unknown task status" in bad.output
+
+
+@pytest.mark.slow
+def test_unresolved_target_is_reported(built, tmp_path):
+    settings, _, manifest_file = built
+    text = manifest_file.read_text().replace("shop/prices.py::with_tax", "shop/prices.py::gone")
+    other = tmp_path / "shop.yaml"
+    other.write_text(text.replace("source: {path: shop}", f"source: {{path: {manifest_file.parent / 'shop'}}}"))
+    report = build_tasks(load_manifest(other), settings, progress=False)
+    assert report.projects[0].unresolved == ["shop/prices.py::gone"]
+    assert Path(settings.store_path).is_file()
