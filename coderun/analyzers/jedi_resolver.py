@@ -9,7 +9,6 @@ from pathlib import Path
 import jedi
 
 
-
 @dataclass(frozen=True)
 class JediHit:
     module: str           # dotted module that defines the name ("" when unknown)

@@ -55,7 +55,11 @@ class Scope:
     default_uses: list[Use] = field(default_factory=list)  # names used by default parameter values
 
     def bind(self, b: Binding) -> None:
-        self.bindings.setdefault(b.name, []).append(b)
+        scope = self
+        if b.name in self.globals:  # `global x` then `x = ...`/`import x`: binds at module level
+            while scope.parent is not None:
+                scope = scope.parent
+        scope.bindings.setdefault(b.name, []).append(b)
 
     def prefix(self) -> str:
         if self.kind == "module":
