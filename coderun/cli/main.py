@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from coderun import __version__
-from coderun.cli import env, images, projects
+from coderun.cli import analyze, env, images, projects
 from coderun.cli._common import CoderunGroup
 from coderun.cli.generate import generate
 from coderun.cli.importer import app as import_app
@@ -37,6 +37,7 @@ app.add_typer(images.app, name="images")
 app.command("generate")(generate)
 app.command("prompts")(prompts)
 app.command("report")(report)
+app.command("analyze")(analyze.analyze)
 app.add_typer(import_app, name="import")
 
 
