@@ -35,7 +35,7 @@ h1{font-size:1.6em;margin-bottom:4px} h2{margin-top:32px;border-bottom:1px solid
 .meta{color:#666;font-size:.9em} .note{color:#555;font-size:.9em;background:#f6f6f6;padding:6px 10px;border-radius:4px}
 table{border-collapse:collapse;margin:8px 0;font-size:.9em} th,td{border:1px solid #ddd;padding:3px 8px}
 th{background:#f0f0f0} td.num{text-align:right;font-variant-numeric:tabular-nums}
-.charts{display:flex;flex-wrap:wrap;gap:12px} .chart{flex:1 1 560px} .chart svg{width:100%;height:auto}
+.charts{display:flex;flex-wrap:wrap;gap:12px} .chart{flex:0 1 580px;max-width:760px} .chart svg{width:100%;height:auto}
 .chip{display:inline-block;min-width:16px;padding:0 4px;margin:1px;border-radius:3px;color:#fff;font-size:.8em;
 text-align:center;text-decoration:none} .chip.pass{background:#2e7d32} .chip.fail{background:#c62828}
 .chip.infra{background:#1565c0} details pre{background:#111;color:#eee;padding:8px;overflow:auto;max-height:320px;font-size:.8em}
