@@ -7,6 +7,7 @@ import typer
 from coderun import __version__
 from coderun.cli import analyze, env, images, projects
 from coderun.cli._common import CoderunGroup
+from coderun.cli.eval import eval_command
 from coderun.cli.generate import generate
 from coderun.cli.importer import app as import_app
 from coderun.cli.prompts import prompts
@@ -34,6 +35,7 @@ app.add_typer(projects.app, name="projects")
 app.add_typer(env.app, name="env")
 app.add_typer(tasks_app, name="tasks")
 app.add_typer(images.app, name="images")
+app.command("eval")(eval_command)
 app.command("generate")(generate)
 app.command("prompts")(prompts)
 app.command("report")(report)

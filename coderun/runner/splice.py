@@ -245,8 +245,13 @@ def host_feature_version(python: tuple[int, int] | None) -> tuple[int, int] | No
     return max(python, (3, 4))
 
 
+# CPython 3.11's compiler is not safe to call from several threads at once ("AST constructor recursion
+# depth mismatch", gh-106905), and evaluation splices in worker threads.
+_COMPILE_LOCK = threading.Lock()
+
+
 def _quiet_parse(code: str, python: tuple[int, int] | None) -> ast.Module:
-    with warnings.catch_warnings():   # a sample's invalid escapes are its own business
+    with warnings.catch_warnings(), _COMPILE_LOCK:   # a sample's invalid escapes are its own business
         warnings.simplefilter("ignore")
         return ast.parse(code, feature_version=host_feature_version(python))
 
@@ -641,7 +646,7 @@ def _shifted(offset: int, edits: list[_Edit]) -> int:
 def _compile_error(source: str, python: tuple[int, int] | None) -> str | None:
     try:
         tree = _quiet_parse(source, python)
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _COMPILE_LOCK:
             warnings.simplefilter("ignore")
             compile(tree, "<spliced>", "exec", dont_inherit=True)
     except (SyntaxError, ValueError) as exc:

@@ -1,0 +1,137 @@
+"""`coderun eval`: evaluate samples in their projects and print the per-level report."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from coderun.cli._common import JsonOption, ProjectsDirOption, console, err_console, print_json, settings
+from coderun.errors import UsageError
+from coderun.records import Level, VerdictKind
+from coderun.runner.evaluate import EvalRequest, RunSummary, execute, start_run
+from coderun.runner.metrics import UnderK, parse_ks
+from coderun.runner.store import RunStore, resolve_run_dir
+
+
+def default_backend() -> str:
+    """docker when an engine answers, else local (the embedded default)."""
+    try:
+        import docker
+
+        docker.from_env(timeout=3).ping()
+        return "docker"
+    except Exception:  # no SDK config, no socket, no engine: all mean "not available"
+        return "local"
+
+
+def eval_command(
+    samples: Path = typer.Option(None, "--samples", "-s", help="JSON lines of samples (coderun or CoderEval "
+                                 "result format)."),
+    ground_truth: bool = typer.Option(False, "--ground-truth", help="Evaluate each task's original function "
+                                      "(a sanity check that must score 100%)."),
+    blank: bool = typer.Option(False, "--blank", help="Evaluate bodies that raise NotImplementedError "
+                               "(a negative control that must score 0%)."),
+    project: list[str] = typer.Option(None, "--project", "-p", help="Only these projects (repeatable)."),
+    level: str = typer.Option(None, "--level", "-l", help="Only tasks of this runnable level."),
+    backend: str = typer.Option(None, "--backend", "-b", help="docker or local (default: docker when an "
+                                "engine answers, else local)."),
+    jobs: int = typer.Option(os.cpu_count() or 1, "--jobs", "-j", help="Parallel workers."),
+    k: str = typer.Option("1,5,10", "-k", help="Comma-separated k for pass@k."),
+    under_k: UnderK = typer.Option(UnderK.EXCLUDE, "--under-k", help="Tasks with fewer than k samples: "
+                                   "exclude them, or count them CoderEval's way."),
+    include_weak: bool = typer.Option(False, "--include-weak", help="Also evaluate weak tasks."),
+    run_dir: Path = typer.Option(None, "--run-dir", help="Where the run folder goes (default: "
+                                 "$CODERUN_HOME/runs/<run id>)."),
+    resume: str = typer.Option(None, "--resume", help="Continue an interrupted run (folder or run id)."),
+    label: str = typer.Option("", "--label", help="Name shown in reports."),
+    projects_dir: list[Path] = ProjectsDirOption,
+    as_json: bool = JsonOption,
+) -> None:
+    """Splice samples into their projects, run the mapped tests in a sandbox, grade, report."""
+    s = settings(projects_dir)
+    ks = parse_ks(k)
+    if resume:
+        store = RunStore.open(resolve_run_dir(resume, s))
+        err_console.print(f"resuming {store.path}: {len(store.results())} of {len(store.samples())} "
+                          "samples already have a verdict")
+    else:
+        store = _start(s, samples, ground_truth, blank, project, level, backend, jobs, include_weak, run_dir,
+                       label)
+    backend_used = str(store.info().config.get("backend"))
+    if backend_used == "local":
+        err_console.print("[yellow]local backend: samples run as your user, without isolation; use it for "
+                          "trusted code or inside a disposable machine (see README, threat model)[/]")
+    summary = _execute(store, s, jobs if resume else None)
+    _finish(store, ks, under_k, summary, as_json)
+
+
+def _start(s, samples, ground_truth, blank, project, level, backend, jobs, include_weak, run_dir, label):
+    from coderun.tasks import load_tasks
+
+    lv = Level.parse(level) if level else None
+    names = list(project or [])
+    tasks = []
+    for name in names or [None]:
+        tasks += load_tasks(s, project=name, level=lv, include_weak=include_weak)
+    if names and not tasks:
+        tasks = _build_missing_tasks(s, names, lv, include_weak)
+    req = EvalRequest(samples=samples, ground_truth=ground_truth, blank=blank, projects=tuple(names), level=lv,
+                      backend=backend or default_backend(), jobs=jobs, include_weak=include_weak,
+                      run_dir=run_dir, label=label)
+    if req.backend not in ("local", "docker"):
+        raise UsageError(f"unknown backend {req.backend!r}; use local or docker")
+    store, summary = start_run(req, s, tasks, on_problem=lambda m: err_console.print(f"[yellow]{m}[/]"))
+    if summary.skipped_samples:
+        err_console.print(f"{summary.skipped_samples} samples are for tasks outside the selection and were "
+                          "left out")
+    console.print(f"run folder: {store.path}")
+    return store
+
+
+def _build_missing_tasks(s, names, lv, include_weak):
+    """`coderun eval --project P` on a fresh machine: build P's environment and tasks first."""
+    from coderun.manifest import find_manifest
+    from coderun.tasks import build_tasks, load_tasks
+
+    for name in names:
+        if not load_tasks(s, project=name, status="all"):
+            err_console.print(f"no tasks stored for {name}: building them first (coderun tasks build {name})")
+            build_tasks(find_manifest(name, s), s, include_weak=include_weak)
+    return [t for n in names for t in load_tasks(s, project=n, level=lv, include_weak=include_weak)]
+
+
+def _execute(store: RunStore, s, jobs: int | None) -> RunSummary:
+    total = len(store.samples())
+    done = len([r for r in store.results() if r.verdict != VerdictKind.INFRA])
+    counts = {"pass": 0, "fail": 0, "infra": 0}
+    bar = Progress(TextColumn("[bold]eval[/]"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("[green]{task.fields[ok]} pass[/] [red]{task.fields[bad]} fail[/] "
+                              "[yellow]{task.fields[infra]} infra[/]"),
+                   TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=err_console)
+    with bar:
+        tid = bar.add_task("eval", total=total, completed=done, ok=0, bad=0, infra=0, rate="")
+
+        def tick(result) -> None:
+            counts[result.verdict.value] += 1
+            graded = counts["pass"] + counts["fail"]
+            rate = f"pass rate {counts['pass'] / graded:.1%}" if graded else ""
+            bar.update(tid, advance=1, ok=counts["pass"], bad=counts["fail"], infra=counts["infra"], rate=rate)
+
+        return execute(store, s, jobs=jobs, progress=tick)
+
+
+def _finish(store: RunStore, ks: list[int], under_k: UnderK, summary: RunSummary, as_json: bool) -> None:
+    from coderun.report.aggregate import build_report
+    from coderun.report.render import to_json, to_markdown, to_rich
+
+    report = build_report(store, ks, under_k)
+    (store.path / "report.json").write_text(to_json([report], []))
+    (store.path / "report.md").write_text(to_markdown([report], []))
+    if as_json:
+        print_json({"run_dir": str(store.path), "executed": summary.executed, "problems": summary.problems})
+        return
+    console.print(to_rich([report], []))
+    console.print(f"run folder: {store.path}  (report: coderun report {store.path})")

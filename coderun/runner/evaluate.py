@@ -1,0 +1,374 @@
+"""Evaluation: the main job. Samples in, a run folder with verdicts and a report out.
+
+    start_run(request, settings)   select tasks, read samples, create the run folder and its store
+    execute(store, settings)       run every pending sample (also what `--resume` calls)
+
+For each unique (task, sample code) the sample is spliced into the task's original file (never the
+worktree: the sandbox copies the project for every sample), the task's mapped tests run in a sandbox of
+the chosen backend, and the one pure `grade` function turns the evidence into a verdict. Identical
+samples of a task (up to whitespace) run once and share the verdict. Results are committed to the store
+one sample at a time, so a killed run loses nothing that finished and `--resume` continues it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import re
+import textwrap
+import threading
+import time
+import warnings
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from coderun.config import Settings
+from coderun.errors import SandboxError, TaskError, UsageError
+from coderun.manifest import Manifest, find_manifest
+from coderun.records import Evidence, Level, Task, Verdict, VerdictKind
+from coderun.runner.execute import run_sample
+from coderun.runner.grade import grade, grade_unspliceable
+from coderun.runner.samples import read_samples, resolver_from_tasks
+from coderun.runner.sandbox import Sandbox, SandboxSpec, create_sandbox
+from coderun.runner.splice import splice
+from coderun.runner.store import Result, RunInfo, RunStore, RunTask, Sample, code_hash, new_run_id
+from coderun.runner.taxonomy import SpliceSite
+from coderun.sources import checkout
+from coderun.testrun import test_env
+
+# Consecutive sandbox failures after which the run stops (the engine or the disk is gone), resumable.
+MAX_CONSECUTIVE_INFRA = 3
+
+
+@dataclass(frozen=True)
+class EvalRequest:
+    samples: Path | None = None
+    ground_truth: bool = False
+    blank: bool = False
+    projects: tuple[str, ...] = ()
+    level: Level | None = None
+    backend: str = "local"
+    jobs: int = 2
+    include_weak: bool = False
+    run_dir: Path | None = None
+    label: str = ""
+
+
+@dataclass
+class RunSummary:
+    run_dir: Path
+    samples: int = 0
+    executed: int = 0
+    passed: int = 0
+    failed: int = 0
+    infra: int = 0
+    skipped_samples: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------------- starting
+
+
+def start_run(req: EvalRequest, settings: Settings, tasks: list[Task], *,
+              on_problem: Callable[[str], None] = lambda _m: None) -> tuple[RunStore, RunSummary]:
+    """Create the run folder and store: the selected tasks and every sample to evaluate."""
+    modes = sum([req.samples is not None, req.ground_truth, req.blank])
+    if modes != 1:
+        raise UsageError("give exactly one of --samples FILE, --ground-truth or --blank")
+    if not tasks:
+        raise TaskError("no tasks selected", hint="build them with `coderun tasks build PROJECT`, "
+                        "or check --project / --level")
+    run_id = new_run_id()
+    run_dir = (req.run_dir or settings.runs / run_id).resolve()
+    info = RunInfo(run_id=run_id, label=req.label or _default_label(req), config=_config(req, tasks, settings))
+    store = RunStore.create(run_dir, info)
+    store.add_tasks(RunTask.from_task(t) for t in tasks)
+    summary = RunSummary(run_dir)
+    store.add_samples(_samples(req, tasks, summary, on_problem))
+    summary.samples = len(store.samples())
+    return store, summary
+
+
+def _default_label(req: EvalRequest) -> str:
+    if req.ground_truth:
+        return "ground truth"
+    if req.blank:
+        return "blank bodies"
+    return req.samples.stem if req.samples else "run"
+
+
+def _config(req: EvalRequest, tasks: list[Task], settings: Settings) -> dict:
+    projects = sorted({t.project for t in tasks})
+    manifests = {p: str(find_manifest(p, settings).origin) for p in projects}
+    return {"samples": str(req.samples) if req.samples else None, "ground_truth": req.ground_truth,
+            "blank": req.blank, "level": req.level.value if req.level else None, "backend": req.backend,
+            "jobs": req.jobs, "include_weak": req.include_weak, "manifests": manifests}
+
+
+def _samples(req: EvalRequest, tasks: list[Task], summary: RunSummary,
+             on_problem: Callable[[str], None]) -> list[Sample]:
+    if req.ground_truth or req.blank:
+        make = _original_code if req.ground_truth else _blank_code
+        return [Sample(task_id=t.task_id, index=0, code=make(t), hash=code_hash(make(t))) for t in tasks]
+    loaded = read_samples(req.samples, resolver_from_tasks(tasks))
+    for p in loaded.problems:
+        msg = f"{req.samples}:{p.line}: {p.kind.value}: {p.message}"
+        summary.problems.append(msg)
+        on_problem(msg)
+    selected = {t.task_id for t in tasks}
+    out = []
+    for s in loaded.samples:
+        if s.task_id not in selected:
+            summary.skipped_samples += 1
+            continue
+        meta = {**s.metadata, "line": s.line, "input_id": s.input_id, "kind": s.kind.value}
+        out.append(Sample(task_id=s.task_id, index=s.index, code=s.code, hash=code_hash(s.code), metadata=meta))
+    if not out:
+        raise UsageError(f"{req.samples}: no usable sample for the selected tasks",
+                         hint="check the task ids (coderun tasks list) and the problems listed above")
+    return out
+
+
+def _original_code(task: Task) -> str:
+    return task.source
+
+
+def _blank_code(task: Task) -> str:
+    """The task's header with a body that raises: a negative control that must score 0%."""
+    header = textwrap.dedent(task.signature).rstrip()
+    return f"{header}\n    raise NotImplementedError\n"
+
+
+# ------------------------------------------------------------------------------------ executing
+
+
+@dataclass(frozen=True)
+class _Project:
+    manifest: Manifest
+    spec: SandboxSpec
+    tree: Path
+    packages: frozenset[str]
+
+
+@dataclass
+class _Unit:
+    """One unique (task, code): every sample in `samples` shares its verdict."""
+
+    task: Task
+    code: str
+    samples: list[Sample]
+
+    @property
+    def cost(self) -> float:
+        return sum(self.task.test_durations.values())
+
+
+def execute(store: RunStore, settings: Settings, *, jobs: int | None = None,
+            progress: Callable[[Result], None] = lambda _r: None) -> RunSummary:
+    """Evaluate every sample of the run that has no result yet (infra results are retried)."""
+    config = store.info().config
+    backend = str(config.get("backend") or "local")
+    jobs = max(1, int(jobs or config.get("jobs") or 1))
+    tasks = {t.task_id: t.task for t in store.tasks() if t.task is not None}
+    units = _units(store, tasks)
+    summary = RunSummary(store.path)
+    projects = _projects(sorted({u.task.project for u in units}), config, settings, backend, tasks)
+    with _SandboxPool(backend, projects, jobs) as pool:
+        _run_units(units, store, pool, projects, jobs, summary, progress)
+    return summary
+
+
+def _units(store: RunStore, tasks: dict[str, Task]) -> list[_Unit]:
+    infra = {(r.task_id, r.index) for r in store.results() if r.verdict == VerdictKind.INFRA}
+    done = {(r.task_id, r.index) for r in store.results()} - infra
+    groups: dict[tuple[str, str], _Unit] = {}
+    for s in store.samples():
+        if (s.task_id, s.index) in done:
+            continue
+        task = tasks.get(s.task_id)
+        if task is None:
+            raise TaskError(f"{store.path}: sample for {s.task_id}, which the run does not record")
+        unit = groups.setdefault((s.task_id, s.hash), _Unit(task, s.code, []))
+        unit.samples.append(s)
+    return sorted(groups.values(), key=lambda u: -u.cost)  # longest first keeps every worker busy
+
+
+def _projects(names: list[str], config: dict, settings: Settings, backend: str,
+              tasks: dict[str, Task]) -> dict[str, _Project]:
+    manifests = config.get("manifests") or {}
+    out = {}
+    for name in names:
+        manifest = find_manifest(str(manifests.get(name) or name), settings)
+        tree = checkout(manifest, settings).path
+        commits = {t.commit for t in tasks.values() if t.project == name}
+        co_commit = checkout(manifest, settings).commit
+        if commits - {co_commit}:
+            raise TaskError(f"{name}: the run's tasks were built at {sorted(commits)[0][:12]} but the source is "
+                            f"now at {co_commit[:12]}", hint=f"rebuild them: coderun tasks build {name}")
+        out[name] = _Project(manifest, project_sandbox_spec(manifest, settings, backend), tree,
+                             _top_level_packages(tree / manifest.import_root))
+    return out
+
+
+def project_sandbox_spec(manifest: Manifest, settings: Settings, backend: str) -> SandboxSpec:
+    """The sandbox for a project's tests: its venv (local) or its image (docker), built when missing."""
+    import_root = "" if manifest.import_root in ("", ".") else manifest.import_root
+    if backend == "local":
+        from coderun.envs.local import build_local_env, find_local_env
+
+        env = find_local_env(manifest, settings) or build_local_env(manifest, settings)
+        return SandboxSpec(project=manifest.name, project_dir=str(env.checkout.path), python=str(env.python),
+                           import_root=import_root)
+    if backend == "docker":
+        from coderun.envs.docker import build_project_image, find_project_image
+
+        image = find_project_image(manifest, settings) or build_project_image(manifest, settings)
+        return SandboxSpec(project=manifest.name, project_dir=image.workdir, python=image.python_path,
+                           import_root=import_root, image=image.tag)
+    raise UsageError(f"unknown backend {backend!r}; use local or docker")
+
+
+def _top_level_packages(root: Path) -> frozenset[str]:
+    names = {p.parent.name for p in root.glob("*/__init__.py")}
+    names |= {p.stem for p in root.glob("*.py") if p.stem not in ("setup", "conftest")}
+    return frozenset(names)
+
+
+class _SandboxPool:
+    """Up to `jobs` long-lived sandboxes per project, lent to one sample at a time."""
+
+    def __init__(self, backend: str, projects: dict[str, _Project], jobs: int):
+        self.backend, self.projects, self.jobs = backend, projects, jobs
+        self._free: dict[str, queue.SimpleQueue[Sandbox]] = defaultdict(queue.SimpleQueue)
+        self._all: list[Sandbox] = []
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> _SandboxPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sb in self._all:
+            with contextlib.suppress(Exception):  # closing is best effort; a crash must not hide exc
+                sb.close()
+
+    @contextlib.contextmanager
+    def lend(self, project: str) -> Iterator[Sandbox]:
+        try:
+            sb = self._free[project].get_nowait()
+        except queue.Empty:
+            sb = self._new(project)
+        try:
+            yield sb
+        finally:
+            self._free[project].put(sb)
+
+    def _new(self, project: str) -> Sandbox:
+        with self._lock:
+            spec = self.projects[project].spec
+            slot = sum(1 for s in self._all if s.spec.project == project)
+            sb = create_sandbox(self.backend, SandboxSpec(**{**spec.__dict__, "slot": slot}))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the CLI says once that local does not isolate
+                sb.start()
+            self._all.append(sb)
+            return sb
+
+
+def _run_units(units: list[_Unit], store: RunStore, pool: _SandboxPool, projects: dict[str, _Project],
+               jobs: int, summary: RunSummary, progress: Callable[[Result], None]) -> None:
+    consecutive_infra = 0
+    with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="coderun-eval") as ex:
+        todo = iter(units)
+        running: dict[Future, _Unit] = {}
+        while True:
+            while len(running) < jobs and (u := next(todo, None)) is not None:
+                running[ex.submit(_evaluate_unit, u, store, pool, projects[u.task.project])] = u
+            if not running:
+                break
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                running.pop(fut)
+                results = fut.result()
+                for r in results:
+                    _count(summary, r)
+                    progress(r)
+                summary.executed += 1
+                consecutive_infra = consecutive_infra + 1 if results[0].verdict == VerdictKind.INFRA else 0
+            if consecutive_infra >= MAX_CONSECUTIVE_INFRA:
+                for fut in running:
+                    fut.cancel()
+                raise SandboxError(
+                    f"the sandbox failed {consecutive_infra} times in a row: {results[0].reason}",
+                    hint=f"fix the engine or disk, then continue with `coderun eval --resume {store.path}`")
+
+
+def _count(summary: RunSummary, r: Result) -> None:
+    summary.passed += r.verdict == VerdictKind.PASS
+    summary.failed += r.verdict == VerdictKind.FAIL
+    summary.infra += r.verdict == VerdictKind.INFRA
+
+
+def _slug(task_id: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", task_id).strip("_")
+
+
+def _evaluate_unit(unit: _Unit, store: RunStore, pool: _SandboxPool, project: _Project) -> list[Result]:
+    task, first = unit.task, unit.samples[0]
+    started = time.monotonic()
+    original = (project.tree / task.file).read_text(encoding="utf-8")
+    spliced = splice(original, task.qualname, unit.code, lineno=task.lineno)
+    base = store.path / "spliced" / _slug(task.task_id)
+    spliced_path = log_path = None
+    evidence: Evidence | None = None
+    if spliced.new_source is not None:
+        base.mkdir(parents=True, exist_ok=True)
+        spliced_path = base / f"{first.index}.py"
+        spliced_path.write_text(spliced.new_source, encoding="utf-8")
+    if not spliced.ok:
+        verdict = grade_unspliceable(spliced.error.value if spliced.error else "syntax", spliced.message)
+    else:
+        log_path = store.path / "logs" / _slug(task.task_id) / f"{first.index}.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        evidence = _run(unit, pool, project, spliced.new_source, log_path)
+        site = SpliceSite(file=task.file, ranges=(spliced.function_lines,) if spliced.function_lines else (),
+                          class_name=task.class_name, project_packages=project.packages)
+        verdict = grade(task.tests, evidence, site)
+    return _record(store, unit, verdict, evidence, spliced_path, log_path, time.monotonic() - started)
+
+
+def _run(unit: _Unit, pool: _SandboxPool, project: _Project, new_source: str, log_path: Path) -> Evidence:
+    task, manifest = unit.task, project.manifest
+    per_test, total = _timeouts(task, manifest)
+    env = {k: v for k, v in test_env(manifest, project.tree).items() if k != "PYTHONPATH"}
+    try:
+        with pool.lend(task.project) as sb:
+            return run_sample(sb, relfile=task.file, new_source=new_source, nodeids=task.tests, timeout=total,
+                              per_test_timeout=per_test, env=env, pytest_args=manifest.tests.args,
+                              log_path=log_path)
+    except SandboxError as e:  # the sandbox could not even start
+        return Evidence(expected=task.tests, infra_error=str(e))
+
+
+def _timeouts(task: Task, manifest: Manifest) -> tuple[float, float]:
+    """Per-test and whole-run limits derived from the baseline: generous multiples of what the original
+    took, capped by the manifest's limits."""
+    durations = [task.test_durations.get(n, 1.0) for n in task.tests] or [1.0]
+    per_test = min(manifest.tests.timeout_per_test, max(10.0, 10 * max(durations) + 5))
+    total = min(manifest.tests.timeout, 30 + sum(min(per_test, 10 * d + 5) for d in durations))
+    return per_test, total
+
+
+def _record(store: RunStore, unit: _Unit, verdict: Verdict, evidence: Evidence | None, spliced: Path | None,
+            log: Path | None, duration: float) -> list[Result]:
+    results = []
+    for i, s in enumerate(unit.samples):
+        reason = verdict.reason if i == 0 else f"{verdict.reason} (same code as sample {unit.samples[0].index})"
+        r = Result(task_id=s.task_id, index=s.index, verdict=verdict.verdict, failure=verdict.failure,
+                   reason=reason, evidence=evidence, spliced_path=str(spliced) if spliced else None,
+                   log_path=str(log) if log else None, duration=round(duration, 3))
+        store.record_result(r)
+        results.append(r)
+    return results
