@@ -118,6 +118,7 @@ class DockerSandbox(Sandbox):
         self._stream_api = None   # exec output streams (no HTTP timeout: the watchdog bounds them)
         self._container_id: str | None = None
         self._workdirs: set[str] = set()
+        self._lost: set[str] = set()     # workdirs of a container the watchdog replaced
         self._closed = False
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -168,6 +169,7 @@ class DockerSandbox(Sandbox):
         code, _, err, _, _ = self._raw(["mkdir", "-p", HARNESS], user="root", timeout=60)
         if code != 0:
             raise SandboxError(f"container {name} is not usable: {err.decode(errors='replace')[-300:]}")
+        self._lost |= self._workdirs
         self._workdirs.clear()
         return created["Id"]
 
@@ -215,11 +217,15 @@ class DockerSandbox(Sandbox):
 
     def remove_workdir(self, path: str) -> None:
         base = posixpath.dirname(path)
+        if base in self._lost:  # its container was replaced: already gone
+            self._lost.discard(base)
+            return
         if base not in self._workdirs:
             raise SandboxError(f"docker sandbox: {path} is not a workdir of this sandbox")
         self._workdirs.discard(base)
+        # not under `timeout`: the kill(-1) at its start would take the wrapper down with the sample
         code, _, err, timed_out, _ = self._raw([self.spec.python, "-I", "-c", _CLEAN, *sorted(self._workdirs)],
-                                              timeout=300)
+                                              timeout=300, wrap=False)
         if code != 0 or timed_out:
             self._restart()  # could not clean up: start from a fresh container rather than leak state
 
@@ -270,13 +276,13 @@ class DockerSandbox(Sandbox):
                           duration=time.monotonic() - started)
 
     def _raw(self, cmd: list[str], *, user: str = SAMPLE_USER, cwd: str = "/", env: dict[str, str] | None = None,
-             timeout: float, limit: int = 16 << 20, text: bool = False):
+             timeout: float, limit: int = 16 << 20, text: bool = False, wrap: bool = True):
         """Run cmd under `timeout -s KILL` with a host-side watchdog, then kill every process of the
         sample user. Returns (exit code, stdout, stderr, timed out, truncated)."""
         import docker.errors
 
         cid = self._cid()
-        argv = ["timeout", "-s", "KILL", str(math.ceil(timeout)), *cmd]
+        argv = ["timeout", "-s", "KILL", str(math.ceil(timeout)), *cmd] if wrap else cmd
         out, err = CappedBuffer(limit), CappedBuffer(limit)
         started = time.monotonic()
         try:

@@ -1,0 +1,114 @@
+"""Fixtures shared by test_sandbox.py and test_execute.py: a tiny project, a venv with pytest for the
+local backend, and an image with the same project and pytest for the docker backend (built offline from
+a coderun base image already on the engine)."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from coderun.runner.sandbox import Limits, SandboxSpec, create_sandbox
+
+PROJECT_FILES = {
+    "pkg/__init__.py": "",
+    "pkg/mod.py": "def add(a, b):\n    return a + b\n",
+    "tests/__init__.py": "",
+    "tests/test_mod.py": ("from pkg.mod import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n\n\n"
+                          "def test_add_neg():\n    assert add(-1, 1) == 0\n"),
+    "setup.cfg": "[tool:pytest]\naddopts = --an-option-coderun-must-clear\n",
+}
+NODEIDS = ["tests/test_mod.py::test_add", "tests/test_mod.py::test_add_neg"]
+LIMITS = Limits(memory_mb=1024, pids=128, cpus=1.0, scratch_mb=512, output_limit=64 * 1024)
+
+
+def write_project(root: Path) -> Path:
+    for rel, text in PROJECT_FILES.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+@pytest.fixture(scope="session")
+def tiny_project(tmp_path_factory) -> Path:
+    return write_project(tmp_path_factory.mktemp("tiny") / "project")
+
+
+@pytest.fixture(scope="session")
+def tiny_venv(tmp_path_factory) -> Path:
+    """A venv with pytest only (from PyPI, once per session)."""
+    venv = tmp_path_factory.mktemp("venv") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "pytest"], check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return venv / "bin" / "python"
+
+
+@pytest.fixture(scope="session")
+def test_image(tmp_path_factory, tiny_project, docker_engine) -> str:
+    """coderun-test/sandbox: a coderun base image + pytest wheels + the tiny project at /work/project."""
+    client = docker_engine
+    bases = [i for i in client.images.list(filters={"label": "org.coderun.layer=base"})
+             if any(t.startswith("coderun/base:") for t in i.tags)]
+    if not bases:
+        pytest.skip("no coderun base image on the engine (build one: `coderun images build <project>`)")
+    base = bases[0]
+    python = base.labels.get("org.coderun.python", "3")
+    wheels = tmp_path_factory.mktemp("wheels")
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "--python-version",
+                    python, "-d", str(wheels), "pytest"], check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    dockerfile = (f"FROM {base.id}\nCOPY wheels/ /tmp/wheels/\n"
+                  "RUN /opt/venv/bin/python -m pip install -q --no-index --find-links /tmp/wheels pytest"
+                  " && rm -rf /tmp/wheels\n"
+                  "COPY --chown=coderun:coderun project/ /work/project/\nUSER coderun\n")
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        data = dockerfile.encode()
+        info = tarfile.TarInfo("Dockerfile")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+        tar.add(str(wheels), arcname="wheels")
+        tar.add(str(tiny_project), arcname="project")
+    buf.seek(0)
+    tag = "coderun-test/sandbox:latest"
+    client.images.build(fileobj=buf, custom_context=True, tag=tag, network_mode="none", rm=True,
+                        labels={"org.coderun.test": "1", "org.coderun.layer": "test"})
+    return tag
+
+
+def spec_for(backend: str, request, **overrides) -> SandboxSpec:
+    if backend == "local":
+        project = request.getfixturevalue("tiny_project")
+        python = request.getfixturevalue("tiny_venv")
+        return SandboxSpec(project="tiny", project_dir=str(project), python=str(python),
+                           limits=overrides.pop("limits", LIMITS), **overrides)
+    image = request.getfixturevalue("test_image")
+    return SandboxSpec(project="tiny", project_dir="/work/project", python="/opt/venv/bin/python",
+                       image=image, limits=overrides.pop("limits", LIMITS), **overrides)
+
+
+BACKENDS = ["local", pytest.param("docker", marks=pytest.mark.docker)]
+
+
+@pytest.fixture(params=BACKENDS, scope="module")
+def sandbox(request):
+    """One started sandbox per backend and test module (reused across tests, as a run reuses it)."""
+    sb = create_sandbox(request.param, spec_for(request.param, request))
+    with pytest.warns(UserWarning) if request.param == "local" else _nothing():
+        sb.start()
+    yield sb
+    sb.close()
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
