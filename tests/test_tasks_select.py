@@ -1,0 +1,178 @@
+"""Task selection (CoderEval's rules on real analyzer output), verification decisions, the task store."""
+
+from __future__ import annotations
+
+import pytest
+
+from coderun.analyzers import analyze_project
+from coderun.config import Settings
+from coderun.errors import TaskError
+from coderun.manifest import parse_manifest
+from coderun.records import Level, Task, TaskStatus
+from coderun.tasks import find_task, load_tasks, store
+from coderun.tasks.discovery import glob_regex, is_english, select
+from coderun.tasks.verify import TaskTests, unstable_tests, verify_task
+from tests.helpers import write_tree
+
+BODY = "    a = 1\n    b = 2\n    c = a + b\n    return c\n"
+DOC = '    """Return the sum of two numbers for the caller."""\n'
+
+TREE = {
+    "pkg/__init__.py": "",
+    "pkg/mod.py": (
+        "import abc\nimport warnings\n\n\n"
+        f"def good():\n{DOC}{BODY}\n\n"
+        f"def short():\n{DOC}    return 1\n\n\n"
+        f"def undocumented():\n{BODY}\n\n"
+        f"def old_api():\n    \"\"\"Deprecated: use good() instead of this one.\"\"\"\n{BODY}\n\n"
+        f"def warns():\n{DOC}    warnings.warn('x', DeprecationWarning)\n{BODY}\n\n"
+        f"def chinese():\n    \"\"\"返回两个数字的和，供调用者使用。\"\"\"\n{BODY}\n\n"
+        f"def params_only():\n    \"\"\":param x: int\\n:rtype: int\"\"\"\n{BODY}\n\n"
+        f"class Base(abc.ABC):\n    @abc.abstractmethod\n    def run(self):\n    {DOC}    {BODY.replace(chr(10) + '    ', chr(10) + '        ')}\n"
+        f"    def method(self):\n    {DOC}    {BODY.replace(chr(10) + '    ', chr(10) + '        ')}\n\n"
+        f"def test_tag():\n{DOC}{BODY}"),
+    "pkg/other.py": f"def helper():\n{DOC}{BODY}\n\ndef busy():\n{DOC}    a = len(str(1))\n{BODY}",
+    "tests/test_mod.py": f"def test_good():\n{DOC}{BODY}",
+    "pkg/testing_utils.py": f"class TestCaseMixin:\n    def check(self):\n    {DOC}    {BODY.replace(chr(10) + '    ', chr(10) + '        ')}",
+}
+
+
+def manifest(tasks: str = "") -> object:
+    return parse_manifest(f"name: pkg\nsource: {{path: .}}\npython: '3.11'\ntests: {{paths: [tests]}}\n{tasks}",
+                          __import__("pathlib").Path("pkg.yaml"))
+
+
+@pytest.fixture(scope="module")
+def analysis(tmp_path_factory):
+    root = write_tree(tmp_path_factory.mktemp("sel"), TREE)
+    return analyze_project(root, use_jedi=False)
+
+
+def names(selection) -> list[str]:
+    return [c.function.qualname for c in selection.candidates]
+
+
+def test_discovery_applies_codereval_rules(analysis):
+    sel = select(manifest(), analysis)
+    # test_tag is a library function merely named test_*: CoderEval has one (federation).
+    assert names(sel) == ["good", "Base.method", "test_tag", "helper", "busy"]
+    assert sel.rejected["deprecated"] == 2
+    assert sel.rejected["no English docstring"] == 3        # undocumented, chinese, params_only
+    assert sel.rejected["interface or abstract method"] == 1
+    assert sel.rejected["test code"] == 2                   # tests/test_mod.py, TestCaseMixin.check
+    assert sel.rejected["body shorter than 4 lines"] == 1
+
+
+def test_explicit_targets_come_first_bypass_rules_and_keep_aliases(analysis):
+    sel = select(manifest("tasks:\n  targets:\n    - {function: 'pkg/mod.py::short', aliases: [X1], "
+                          "human_docstring: One.}\n    - {function: 'pkg/mod.py::missing'}\n"
+                          "  discover: {include: ['pkg/mod.py'], limit: 1}\n"), analysis)
+    assert names(sel) == ["short", "good"]
+    assert sel.candidates[0].explicit and sel.candidates[0].aliases == ("X1",)
+    assert sel.candidates[0].human_docstring == "One."
+    assert sel.unresolved == ("pkg/mod.py::missing",)
+    assert sel.rejected["file not included"] == 4 and sel.rejected["over the discovery limit"] == 2
+
+
+def test_max_context_tokens_and_exclude(analysis):
+    sel = select(manifest("tasks:\n  discover: {max_context_tokens: 1}\n"), analysis)
+    assert "helper" in names(sel) and "busy" not in names(sel)
+    assert sel.rejected["more than 1 context tokens"] == 1
+    sel = select(manifest("tasks:\n  discover: {exclude: ['pkg/other.py']}\n"), analysis)
+    assert "helper" not in names(sel) and "good" in names(sel)
+
+
+def test_glob_stays_in_one_directory_unless_double_star():
+    assert glob_regex("pkg/*.py").match("pkg/a.py") and not glob_regex("pkg/*.py").match("pkg/sub/a.py")
+    assert glob_regex("pkg/**/*.py").match("pkg/a.py") and glob_regex("pkg/**/*.py").match("pkg/x/y/a.py")
+    assert glob_regex("pkg/tests/**").match("pkg/tests/a/b.py")
+
+
+def test_is_english():
+    assert is_english("Return the value of the cache entry.")
+    assert not is_english("TODO")
+    assert not is_english("返回缓存条目的值。 the")
+
+
+# -- verification decisions -------------------------------------------------------------------
+
+
+class ScriptedRunner:
+    """Runs nothing: answers from a table (the real runs are in test_tasks_build.py)."""
+
+    def __init__(self, original: dict[str, list[str]], blanked: dict[str, str]):
+        self.original = {k: list(v) for k, v in original.items()}
+        self.blanked = blanked
+        self.calls: list[tuple[str | None, bool, list[str]]] = []
+
+    def __call__(self, relfile, new_source, nodeids):
+        self.calls.append((relfile, new_source is not None, list(nodeids)))
+        if new_source is not None:
+            return {n: self.blanked.get(n, "passed") for n in nodeids}
+        return {n: self.original[n].pop(0) if self.original.get(n) else "passed" for n in nodeids}
+
+
+def blank(src, qual, lineno):
+    return src + "\n# blanked"
+
+
+def spec(*tests):
+    return TaskTests("p/f.py::f", "f.py", "f", 1, tuple(tests))
+
+
+def test_unstable_tests_counts_every_run():
+    r = ScriptedRunner({"a": ["passed", "failed"], "b": ["failed", "failed"]}, {})
+    failed_any, failed_all = unstable_tests(r, ["a", "b", "c"], runs=2)
+    assert failed_any == {"a", "b"} and failed_all == {"b"} and len(r.calls) == 2
+
+
+def test_verified_weak_uncovered_flaky_broken():
+    r = ScriptedRunner({}, {"t1": "failed"})
+    v = verify_task(spec("t1", "t2"), r, "src", blank, flaky=set(), always_failed=set())
+    assert v.status is TaskStatus.VERIFIED and v.blank_failed == ("t1",)
+    assert [c[1] for c in r.calls] == [False, True]   # the task's own original run, then the blank run
+
+    v = verify_task(spec("t2"), ScriptedRunner({}, {}), "src", blank, flaky=set(), always_failed=set())
+    assert v.status is TaskStatus.WEAK
+
+    assert verify_task(spec(), r, "src", blank, flaky=set(), always_failed=set()).status is TaskStatus.UNCOVERED
+
+    v = verify_task(spec("t1", "t2"), ScriptedRunner({"t2": ["failed"]}, {"t1": "failed"}), "src", blank,
+                    flaky={"t1"}, always_failed=set())
+    assert v.status is TaskStatus.FLAKY and v.flaky == ("t1", "t2")
+
+    v = verify_task(spec("t1"), ScriptedRunner({"t1": ["failed"]}, {}), "src", blank, flaky={"t1"},
+                    always_failed={"t1"})
+    assert v.status is TaskStatus.BROKEN
+
+
+def test_flaky_test_dropped_before_the_blank_run():
+    r = ScriptedRunner({}, {"t1": "failed", "t2": "passed"})
+    v = verify_task(spec("t1", "t2"), r, "src", blank, flaky={"t1"}, always_failed=set())
+    assert v.status is TaskStatus.WEAK and v.tests == ("t2",) and v.flaky == ("t1",)
+    assert r.calls[-1][2] == ["t2"]
+
+
+# -- store ------------------------------------------------------------------------------------
+
+
+def task(tid: str, status: TaskStatus, aliases=(), level=Level.SELF_CONTAINED, project="p") -> Task:
+    return Task(task_id=tid, aliases=list(aliases), project=project, commit="c", file="f.py", qualname=tid,
+                name=tid, lineno=1, end_lineno=3, signature="def f():", docstring="d", source="def f(): pass",
+                level=level, status=status)
+
+
+def test_store_roundtrip_filters_and_aliases(tmp_path):
+    s = Settings(home=tmp_path)
+    store.save_project(s, "p", "c", [task("a", TaskStatus.VERIFIED, ["X"]), task("b", TaskStatus.WEAK, ["X", "Y"]),
+                                     task("c", TaskStatus.UNCOVERED, level=Level.FILE_RUNNABLE)], "{}")
+    assert [t.task_id for t in load_tasks(s)] == ["a"]
+    assert [t.task_id for t in load_tasks(s, include_weak=True)] == ["a", "b"]
+    assert [t.task_id for t in load_tasks(s, status="all", level="file_runnable")] == ["c"]
+    assert find_task(s, "Y").task_id == "b"
+    with pytest.raises(TaskError, match="alias of several"):
+        find_task(s, "X")
+    # Rebuilding a project replaces its rows; a project built with --include-weak keeps its weak tasks.
+    store.save_project(s, "p", "c2", [task("b", TaskStatus.WEAK)], "{}", include_weak=True)
+    assert [t.task_id for t in load_tasks(s)] == ["b"]
+    assert store.export_jsonl(load_tasks(s, status="all"), tmp_path / "o.jsonl") == 1
