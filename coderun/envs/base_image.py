@@ -43,6 +43,8 @@ class RootfsRecipe:
     variant: str
     packages: tuple[str, ...]
     suites: dict[str, str]  # python "X.Y" -> Debian suite
+    glibc: dict[str, str]  # suite -> its glibc version
+    pull_glibc: str  # the oldest glibc of a python:X.Y-slim image
 
     @classmethod
     def load(cls) -> RootfsRecipe:
@@ -50,7 +52,9 @@ class RootfsRecipe:
         try:
             data = yaml.safe_load(path.read_text())
             return cls(mirror=data["mirror"], variant=data["variant"], packages=tuple(data["packages"]),
-                       suites={str(k): str(v) for k, v in data["suites"].items()})
+                       suites={str(k): str(v) for k, v in data["suites"].items()},
+                       glibc={str(k): str(v) for k, v in data["glibc"].items()},
+                       pull_glibc=str(data["pull_glibc"]))
         except (yaml.YAMLError, KeyError, TypeError, AttributeError) as e:
             raise EnvironmentBuildError(f"{path} is not a valid rootfs recipe: {e}") from None
 
@@ -121,6 +125,7 @@ class BaseSpec:
     interpreter: str
     key: str
     apt: tuple[str, ...]
+    glibc: str  # wheels for images on this base must not need a newer one
 
     @property
     def tag(self) -> str:
@@ -136,10 +141,13 @@ def base_spec(client: docker.DockerClient, python: str, strategy: BaseStrategy |
                              "without a network, so apt cannot download inside a python:X.Y-slim image",
                              hint="use `--base rootfs`")
         parent, interpreter = pull_reference(python), "python3"
+        glibc = RootfsRecipe.load().pull_glibc
     else:
         parent, interpreter = _rootfs_tag(python, apt), "/usr/bin/python3"
+        recipe = RootfsRecipe.load()
+        glibc = recipe.glibc[recipe.suites[python]]
     key = dockerlib.content_hash(strategy.value, parent, interpreter, dockerlib.recipe_text("base.Dockerfile"))
-    return BaseSpec(python, strategy, parent, interpreter, key, apt)
+    return BaseSpec(python, strategy, parent, interpreter, key, apt, glibc)
 
 
 def build_base_image(python: str, settings: Settings, *, strategy: BaseStrategy | None = None,

@@ -114,7 +114,7 @@ def plan_image(manifest: Manifest, settings: Settings, client: docker.DockerClie
     # The project's own wheel (install.project / extras) is in the deps layer, so then it is per commit.
     needs_tree = manifest.install.project or bool(manifest.install.extras)
     deps_key = dockerlib.content_hash(
-        spec.tag, manifest.python, install, _requirement_files(manifest, co.path),
+        spec.tag, spec.glibc, manifest.python, install, _requirement_files(manifest, co.path),
         co.commit if needs_tree else "", dockerlib.recipe_text("deps.Dockerfile"))
     source_key = dockerlib.content_hash(
         f"{manifest.name}:deps-{deps_key}", co.commit, manifest.import_root, install,
@@ -239,10 +239,23 @@ def wheelhouse(plan: ImagePlan, tree: Path, settings: Settings, console: Console
     log.unlink(missing_ok=True)
     cmd = [str(python), "-m", "pip", "wheel", "--wheel-dir", str(out), "--index-url", settings.pypi_url,
            *plan.manifest.install.pip_args, *pip_requirements(plan.manifest, tree)]
-    _run_logged(cmd, log, cwd=tree, env=_host_env(python), console=console,
-                title=f"{plan.manifest.name}: wheelhouse (Python {plan.manifest.python}, host)")
+    with tempfile.TemporaryDirectory(prefix="coderun-manylinux-") as policy:
+        env = {**_host_env(python), "PYTHONPATH": _manylinux_policy(Path(policy), plan.base.glibc)}
+        _run_logged(cmd, log, cwd=tree, env=env, console=console,
+                    title=f"{plan.manifest.name}: wheelhouse (Python {plan.manifest.python}, host)")
     (out / ".complete").write_text(shlex.join(cmd) + "\n")
     return out
+
+
+def _manylinux_policy(directory: Path, glibc: str) -> str:
+    """A `_manylinux` module (PEP 600) that stops the host's pip from choosing wheels which need a
+    newer glibc than the image has; the host's own glibc may be newer. Returns the directory."""
+    major, minor = (int(p) for p in glibc.split(".")[:2])
+    (directory / "_manylinux.py").write_text(
+        "# written by coderun: the image's glibc is the limit, not the host's\n"
+        "def manylinux_compatible(major, minor, arch):\n"
+        f"    return (major, minor) <= ({major}, {minor})\n")
+    return str(directory)
 
 
 # ---------------------------------------------------------------------------------------------
