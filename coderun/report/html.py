@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import io
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -69,7 +70,7 @@ def _svg(fig) -> str:
     fig.savefig(buf, format="svg", bbox_inches="tight")
     plt.close(fig)
     text = buf.getvalue()
-    return text[text.index("<svg"):]
+    return re.sub(r"<metadata>.*?</metadata>", "", text[text.index("<svg"):], flags=re.S)
 
 
 def _chart(svg: str, caption: str) -> str:
