@@ -39,21 +39,16 @@ def build(projects: list[str] = typer.Argument(..., help="Project names or manif
 
 
 def _print_report(report: TaskBuildReport) -> None:
-    table = Table(title="tasks")
-    for col in ("project", "candidates", "explicit", "covered", "verified", "weak", "flaky", "broken",
-                "uncovered", "flaky tests", "mapping"):
-        table.add_column(col, justify="left" if col in ("project", "mapping") else "right")
     for p in report.projects:
         st = p.statuses
-        table.add_row(p.project, str(p.candidates), str(p.explicit), str(p.covered),
-                      *(str(st.get(k, 0)) for k in ("verified", "weak", "flaky", "broken", "uncovered")),
-                      str(len(p.flaky_tests)), p.mapping)
-    console.print(table)
-    for p in report.projects:
+        counts = ", ".join(f"{st.get(k, 0)} {k}" for k in ("verified", "weak", "flaky", "broken", "uncovered"))
+        console.print(f"[bold]{p.project}[/]: {p.candidates} candidates ({p.explicit} from the manifest, "
+                      f"{p.discovered} discovered), {p.covered} covered ({p.mapping}): {counts}; "
+                      f"{len(p.flaky_tests)} flaky tests dropped")
         if p.unresolved:
-            console.print(f"[yellow]{p.project}: manifest targets not found: {', '.join(p.unresolved)}[/]")
+            console.print(f"[yellow]  manifest targets not found: {', '.join(p.unresolved)}[/]")
         if p.mapping_note:
-            console.print(f"[yellow]{p.project}: coverage failed, tests mapped by file name: {p.mapping_note}[/]")
+            console.print(f"[yellow]  coverage failed, tests mapped by file name: {p.mapping_note}[/]")
     levels = report.levels()
     console.print("benchmark tasks per level: " + ", ".join(f"{k} {v}" for k, v in levels.items())
                   + f" (total {sum(levels.values())})")

@@ -7,6 +7,7 @@ verification runs in the sandbox backend the evaluation will use (`local` or `do
 from __future__ import annotations
 
 import contextlib
+import shutil
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -87,7 +88,8 @@ def build_project(manifest: Manifest, settings: Settings, backend: str = "local"
         manifest, settings, warn=lambda msg: say(f"[yellow]{msg}[/]"))
     baseline = load_baseline(env)
     logs = settings.runs / "tasks" / manifest.name
-    logs.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(logs, ignore_errors=True)  # the logs of this build only
+    logs.mkdir(parents=True)
     say(f"[bold]{manifest.name}[/]: analyzing")
     analysis = _analyze(manifest, env, settings, say)
     selection = select(manifest, analysis)
