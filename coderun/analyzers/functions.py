@@ -309,8 +309,8 @@ class FileAnalyzer:
         return True
 
     def _hit_kind(self, hit) -> RefKind | None:
-        if hit.builtin:
-            return RefKind.BUILTIN
+        if hit.builtin:  # jedi may run on another interpreter: its builtins are not the project's
+            return None
         if hit.path is not None and self._in_project(hit.path):
             same = hit.path.resolve() == (self.index.root / self.sf.rel).resolve()
             return RefKind.FILE if same else RefKind.PROJECT
