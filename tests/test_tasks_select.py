@@ -105,8 +105,9 @@ class ScriptedRunner:
         self.blanked = blanked
         self.calls: list[tuple[str | None, bool, list[str]]] = []
 
-    def __call__(self, relfile, new_source, nodeids):
+    def __call__(self, relfile, new_source, nodeids, *, first_failure=False):
         self.calls.append((relfile, new_source is not None, list(nodeids)))
+        assert first_failure == (new_source is not None)  # only the blank run may stop early
         if new_source is not None:
             return {n: self.blanked.get(n, "passed") for n in nodeids}
         return {n: self.original[n].pop(0) if self.original.get(n) else "passed" for n in nodeids}

@@ -185,14 +185,15 @@ def _runner(manifest: Manifest, settings: Settings, backend: str, env: LocalEnv,
     tree = env.checkout.path
     t_env = {k: v for k, v in test_env(manifest, tree).items() if k != "PYTHONPATH"}
 
-    def run(relfile: str | None, new_source: str | None, nodeids: list[str]) -> dict[str, str]:
+    def run(relfile: str | None, new_source: str | None, nodeids: list[str], *,
+            first_failure: bool = False) -> dict[str, str]:
         # run_sample always writes one file: with nothing to change, write a test file back unchanged.
         relfile = relfile or test_file(nodeids[0])
         if new_source is None:
             new_source = (tree / relfile).read_text(encoding="utf-8")
         ev = run_sample(sandbox, relfile=relfile, new_source=new_source, nodeids=nodeids,
                         timeout=manifest.tests.timeout, per_test_timeout=manifest.tests.timeout_per_test,
-                        env=t_env, pytest_args=manifest.tests.args,
+                        env=t_env, pytest_args=[*manifest.tests.args, *(["-x"] if first_failure else [])],
                         log_path=logs / f"run-{next(counter):05d}.log")
         if ev.infra_error:
             raise SandboxError(f"{manifest.name}: the sandbox failed while verifying tasks: {ev.infra_error}")

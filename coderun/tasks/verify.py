@@ -24,11 +24,13 @@ ORIGINAL_RUNS = 3
 
 class TestRunner(Protocol):
     """Runs `nodeids` on a fresh copy of the project, with `relfile` replaced by `new_source` when given;
-    returns each node id's outcome ("passed", "failed", "error", "skipped"). A missing id did not pass."""
+    returns each node id's outcome ("passed", "failed", "error", "skipped"). A missing id did not pass.
+    With `first_failure`, the run may stop at the first failing test (enough to prove a difference)."""
 
     __test__ = False
 
-    def __call__(self, relfile: str | None, new_source: str | None, nodeids: list[str]) -> dict[str, str]: ...
+    def __call__(self, relfile: str | None, new_source: str | None, nodeids: list[str], *,
+                 first_failure: bool = False) -> dict[str, str]: ...
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,7 @@ class Verification:
     status: TaskStatus
     tests: tuple[str, ...]          # mapped tests that passed every run of the original
     flaky: tuple[str, ...]          # mapped tests that failed in at least one run of the original
-    blank_failed: tuple[str, ...]   # remaining tests that failed with the body blanked
+    blank_failed: tuple[str, ...]   # remaining tests that did not pass with the body blanked (-x: or did not run)
     reason: str = ""
 
 
@@ -89,7 +91,7 @@ def verify_task(task: TaskTests, runner: TestRunner, original_file: str,
     except TaskError as e:
         return Verification(task.task_id, TaskStatus.BROKEN, kept, tuple(sorted(dropped)), (),
                             f"cannot blank the body: {e.message}")
-    outcomes = runner(task.file, blanked, list(kept))
+    outcomes = runner(task.file, blanked, list(kept), first_failure=True)
     failed = tuple(n for n in kept if outcomes.get(n) != "passed")
     if not failed:
         return Verification(task.task_id, TaskStatus.WEAK, kept, tuple(sorted(dropped)), (),
