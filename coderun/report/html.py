@@ -117,16 +117,25 @@ def _pass_chart(r: RunReport) -> str:
     fig, ax = plt.subplots(figsize=(7.5, 3.4))
     width = 0.8 / len(r.ks)
     for i, k in enumerate(r.ks):
-        values = [100 * (g.pass_at_k[str(k)] or 0) for _, g in rows]
-        xs = [j + i * width for j in range(len(rows))]
-        bars = ax.bar(xs, values, width, label=f"pass@{k}", color=K_COLORS[i % len(K_COLORS)])
-        ax.bar_label(bars, fmt="%.1f", fontsize=6)
+        values = [g.pass_at_k[str(k)] for _, g in rows]
+        _bars(ax, [j + i * width for j in range(len(rows))], values, width, f"pass@{k}", K_COLORS[i % len(K_COLORS)])
     ax.set_xticks([j + width * (len(r.ks) - 1) / 2 for j in range(len(rows))],
                   [name.replace("_", "\n") for name, _ in rows], fontsize=7)
     ax.set_ylabel("%")
     ax.legend(fontsize=7, frameon=False)
     ax.spines[["top", "right"]].set_visible(False)
     return _svg(fig)
+
+
+def _bars(ax, xs: list[float], values: list[float | None], width: float, label: str, color: str) -> None:
+    """Bars in percent; a value that could not be computed (None) is marked n/a, never drawn as 0."""
+    shown = [(x, 100 * v) for x, v in zip(xs, values, strict=True) if v is not None]
+    if shown:
+        bars = ax.bar([x for x, _ in shown], [v for _, v in shown], width, label=label, color=color)
+        ax.bar_label(bars, fmt="%.1f", fontsize=6)
+    for x, v in zip(xs, values, strict=True):
+        if v is None:
+            ax.text(x, 0, "n/a", ha="center", va="bottom", fontsize=5, rotation=90, color="#999")
 
 
 def _acc_chart(r: RunReport) -> str:
@@ -136,10 +145,8 @@ def _acc_chart(r: RunReport) -> str:
     width = 0.8 / len(r.ks)
     for i, k in enumerate(r.ks):
         a = acc.get(str(k))
-        values = [100 * (getattr(a, kind) or 0) if a else 0 for kind in kinds]
-        bars = ax.bar([j + i * width for j in range(len(kinds))], values, width, label=f"acc@{k}",
-                      color=K_COLORS[i % len(K_COLORS)])
-        ax.bar_label(bars, fmt="%.1f", fontsize=6)
+        values = [getattr(a, kind) if a else None for kind in kinds]
+        _bars(ax, [j + i * width for j in range(len(kinds))], values, width, f"acc@{k}", K_COLORS[i % len(K_COLORS)])
     ax.set_xticks([j + width * (len(r.ks) - 1) / 2 for j in range(len(kinds))],
                   ["overall", "types", "APIs", "variables"], fontsize=8)
     ax.set_ylabel("% of oracle tokens")
@@ -161,7 +168,7 @@ def _taxonomy_chart(r: RunReport) -> str:
             left = [a + b for a, b in zip(left, values, strict=True)]
     ax.tick_params(axis="y", labelsize=7)
     ax.set_xlabel("samples")
-    ax.legend(fontsize=7, frameon=False, ncol=4, loc="lower right")
+    ax.legend(fontsize=7, frameon=False, ncol=7, loc="upper center", bbox_to_anchor=(0.5, -0.18))
     ax.spines[["top", "right"]].set_visible(False)
     return _svg(fig)
 
