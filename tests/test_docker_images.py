@@ -136,3 +136,24 @@ def test_version_no_strategy_provides_is_a_clear_error(docker_engine):
     if not docker_engine.images.list(name="python:3.10-slim"):
         with pytest.raises(EnvironmentBuildError, match="no base image strategy can provide Python 3.10"):
             base_spec(docker_engine, "3.10")
+
+
+def test_pull_strategy_uses_a_python_slim_image_already_in_the_engine(docker_engine):
+    """Auto-selection never contacts a registry: `pull` is chosen only when python:X.Y-slim is local.
+    A stand-in python:X.Y-slim (the rootfs image retagged) exercises that path offline."""
+    ref = f"python:{HOST_PYTHON}-slim"
+    if docker_engine.images.list(name=ref):
+        pytest.skip(f"{ref} is a real image here; the test does not touch it")
+    settings = load_settings()
+    rootfs = base_spec(docker_engine, HOST_PYTHON, BaseStrategy.ROOTFS).parent
+    build_base_image(HOST_PYTHON, settings, strategy=BaseStrategy.ROOTFS, client=docker_engine)
+    docker_engine.images.get(rootfs).tag("python", f"{HOST_PYTHON}-slim")
+    try:
+        assert choose_strategy(docker_engine, HOST_PYTHON, None) is BaseStrategy.PULL
+        image = build_base_image(HOST_PYTHON, settings, client=docker_engine)
+        assert image.strategy is BaseStrategy.PULL and image.parent == ref
+        assert _run(docker_engine, image.tag, ["sh", "-c", "id -u coderun && test -x /opt/venv/bin/python"])
+        docker_engine.images.remove(image.tag)
+    finally:
+        docker_engine.images.remove(ref)
+    assert choose_strategy(docker_engine, HOST_PYTHON, None) is BaseStrategy.ROOTFS
