@@ -7,6 +7,7 @@ import typer
 from coderun import __version__
 from coderun.cli import analyze, env, images, projects
 from coderun.cli._common import CoderunGroup
+from coderun.cli.ablate import ablate
 from coderun.cli.eval import eval_command
 from coderun.cli.generate import generate
 from coderun.cli.importer import app as import_app
@@ -40,6 +41,7 @@ app.command("generate")(generate)
 app.command("prompts")(prompts)
 app.command("report")(report)
 app.command("analyze")(analyze.analyze)
+app.command("ablate")(ablate)
 app.add_typer(import_app, name="import")
 
 
