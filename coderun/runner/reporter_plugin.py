@@ -36,6 +36,8 @@ _PATH = os.environ.pop("CODERUN_REPORT", "")
 _TOKEN = os.environ.pop("CODERUN_REPORT_TOKEN", "")
 _TIMEOUT = float(os.environ.pop("CODERUN_TEST_TIMEOUT", "0") or 0)
 _FD = os.open(_PATH, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600) if _PATH else -1
+# The real stderr, kept before pytest captures fd 2, so faulthandler's dump reaches the parent.
+_STDERR = os.fdopen(os.dup(2), "w") if _TIMEOUT > 0 else None
 _MAX_MESSAGE = 4000
 _MAX_LINES = 40
 
@@ -161,7 +163,7 @@ def pytest_runtest_protocol(item, nextitem):
         signal.signal(signal.SIGALRM, _on_alarm)
         signal.setitimer(signal.ITIMER_REAL, _TIMEOUT)
         # If the alarm is swallowed or the test hangs in C code, dump the stacks and end the process.
-        faulthandler.dump_traceback_later(_TIMEOUT + 5, exit=True)
+        faulthandler.dump_traceback_later(_TIMEOUT + 5, exit=True, file=_STDERR or sys.stderr)
     try:
         yield
     finally:

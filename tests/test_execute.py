@@ -1,0 +1,137 @@
+"""run_sample on a tiny hand-made project, with both backends: correct code passes; wrong code, hangs,
+early exits, forged output, conftest files and patched reporting never pass."""
+
+from __future__ import annotations
+
+import pytest
+from sandbox_fixtures import NODEIDS, test_image, tiny_project, tiny_venv  # noqa: F401
+from sandbox_fixtures import sandbox as sandbox  # noqa: F401  (the parametrized fixture)
+
+from coderun.records import VerdictKind
+from coderun.runner.execute import run_sample
+from coderun.runner.grade import grade
+
+GOOD = "def add(a, b):\n    return a + b\n"
+
+
+def run(sandbox, source, tmp_path=None, nodeids=NODEIDS, **kw):
+    args = dict(relfile="pkg/mod.py", new_source=source, nodeids=nodeids, timeout=60, per_test_timeout=3,
+                env={"PYTHONHASHSEED": "0"})
+    args.update(kw)
+    if tmp_path is not None:
+        args["log_path"] = tmp_path / "test.log"
+    return run_sample(sandbox, **args)
+
+
+def verdict(evidence):
+    return grade(evidence.expected, evidence).verdict
+
+
+def test_correct_function_passes_and_leaves_a_log(sandbox, tmp_path):
+    ev = run(sandbox, GOOD, tmp_path)
+    assert verdict(ev) is VerdictKind.PASS, ev
+    assert ev.exit_code == 0 and not ev.tampering and ev.infra_error is None
+    assert sorted(o.nodeid for o in ev.outcomes) == sorted(NODEIDS)
+    log = (tmp_path / "test.log").read_text()
+    assert "reporter records" in log and ev.log_path == str(tmp_path / "test.log")
+
+
+def test_wrong_function_fails_with_the_assertion_in_the_message(sandbox):
+    ev = run(sandbox, "def add(a, b):\n    return a - b\n")
+    assert verdict(ev) is VerdictKind.FAIL
+    failed = {o.nodeid: o for o in ev.outcomes}
+    assert failed[NODEIDS[0]].outcome == "failed" and "assert -1 == 3" in failed[NODEIDS[0]].message
+
+
+def test_infinite_loop_times_out_per_test(sandbox):
+    ev = run(sandbox, "def add(a, b):\n    while True:\n        pass\n", per_test_timeout=1)
+    assert ev.timed_out and verdict(ev) is VerdictKind.FAIL
+    assert all("Timeout" in o.message for o in ev.outcomes)
+
+
+def test_swallowed_alarm_is_stopped_by_the_outer_limit(sandbox):
+    """A loop that catches BaseException outlives the per-test alarm; faulthandler or the hard limit ends it."""
+    src = ("def add(a, b):\n    while True:\n        try:\n            while True:\n                pass\n"
+           "        except BaseException:\n            pass\n")
+    ev = run(sandbox, src, per_test_timeout=1, timeout=30)
+    assert ev.timed_out and verdict(ev) is VerdictKind.FAIL
+
+
+@pytest.mark.parametrize("source", [
+    "import sys\nsys.exit(0)\n" + GOOD,
+    "import os\nos._exit(0)\n" + GOOD,
+    "import os\ndef add(a, b):\n    os._exit(0)\n",
+    "import sys\ndef add(a, b):\n    sys.exit(0)\n",
+    "def add(a, b):\n    raise KeyboardInterrupt\n",
+], ids=["sys.exit-at-import", "os._exit-at-import", "os._exit-in-function", "sys.exit-in-function",
+        "KeyboardInterrupt"])
+def test_exiting_early_does_not_pass(sandbox, source):
+    assert verdict(run(sandbox, source)) is VerdictKind.FAIL
+
+
+def test_printed_passed_lines_do_not_pass(sandbox):
+    src = (f"import sys\nfor n in {NODEIDS!r}:\n    print(n + ' PASSED')\n"
+           "print('== 2 passed in 0.01s ==')\ndef add(a, b):\n    return 0\n")
+    assert verdict(run(sandbox, src)) is VerdictKind.FAIL
+
+
+def test_writing_a_conftest_does_not_pass_and_is_flagged(sandbox):
+    conftest = ("import pytest\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+                "    out = yield\n    out.get_result().outcome = 'passed'\n")
+    src = ("import os\nhere = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))\n"
+           f"for d in ('', 'tests'):\n    open(os.path.join(here, d, 'conftest.py'), 'w').write({conftest!r})\n"
+           "def add(a, b):\n    return 0\n")
+    ev = run(sandbox, src)
+    assert verdict(ev) is VerdictKind.FAIL
+    assert any("conftest.py created" in t for t in ev.tampering)
+
+
+def test_patching_pytest_reports_is_flagged(sandbox):
+    src = ("import _pytest.reports as r\nr.BaseReport.failed = property(lambda self: False)\n"
+           "def add(a, b):\n    return 0\n")
+    ev = run(sandbox, src)
+    assert verdict(ev) is VerdictKind.FAIL
+    assert any("BaseReport.failed was replaced" in t for t in ev.tampering)
+
+
+def test_registering_a_forging_plugin_is_flagged(sandbox):
+    """A sample that finds pytest's plugin manager can forge outcomes; it cannot do it unseen."""
+    src = ("import gc, pytest\nclass Forge:\n    @pytest.hookimpl(hookwrapper=True)\n"
+           "    def pytest_runtest_makereport(self, item, call):\n        out = yield\n"
+           "        out.get_result().outcome = 'passed'\n"
+           "for obj in gc.get_objects():\n    if type(obj).__name__ == 'PytestPluginManager':\n"
+           "        obj.register(Forge())\n        break\ndef add(a, b):\n    return 0\n")
+    ev = run(sandbox, src)
+    assert any("plugin was registered" in t for t in ev.tampering)
+
+
+def test_editing_the_tests_is_flagged(sandbox):
+    src = ("import os\nhere = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))\n"
+           "open(os.path.join(here, 'tests', 'test_mod.py'), 'a').write('\\n# edited\\n')\n" + GOOD)
+    ev = run(sandbox, src)
+    assert "test file modified during the run: tests/test_mod.py" in ev.tampering
+
+
+def test_a_missing_expected_test_is_not_a_pass(sandbox):
+    ev = run(sandbox, GOOD, nodeids=[*NODEIDS, "tests/test_mod.py::test_that_does_not_exist"])
+    assert verdict(ev) is VerdictKind.FAIL
+
+
+def test_each_sample_starts_from_the_pristine_tree(sandbox):
+    run(sandbox, "import os\nopen(os.path.abspath(__file__) + '.bak', 'w').write('x')\n"
+                 "open(os.path.join(os.path.dirname(__file__), '__init__.py'), 'w').write('raise ImportError')\n" + GOOD)
+    ev = run(sandbox, GOOD)
+    assert verdict(ev) is VerdictKind.PASS and not ev.tampering
+
+
+def test_a_broken_sandbox_is_infra_not_fail(request, tmp_path):
+    from sandbox_fixtures import spec_for
+
+    from coderun.runner.sandbox import create_sandbox
+
+    with pytest.warns(UserWarning):
+        sb = create_sandbox("local", spec_for("local", request))
+        sb.start()
+    sb.close()
+    ev = run(sb, GOOD, tmp_path)
+    assert ev.infra_error and verdict(ev) is VerdictKind.INFRA
