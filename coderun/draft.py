@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import configparser
+import functools
 import re
 import shlex
 import sys
@@ -41,7 +42,7 @@ _NOT_FOR_TESTS = re.compile(
     r"^(black|flake8.*|isort|mypy|pylint.*|ruff|pre-commit|tox|nox|twine|wheel|sphinx.*|codespell|bandit|"
     r"pydocstyle|pycodestyle|pep8.*|pyflakes|check-manifest|docutils|readme[-_]renderer|bump2?version|"
     r"types-.*|coveralls|codecov|ipython|ipdb|pdbpp|doc8|restructuredtext[-_]lint|autopep8|yapf|"
-    r"setuptools[-_]scm|build|pip-tools|towncrier|zest\.releaser|sphinx_rtd_theme|furo|mkdocs.*)$", re.I)
+    r"setuptools[-_]scm|build|pip-tools|mccabe|typed[-_]ast|towncrier|zest\.releaser|sphinx_rtd_theme|furo|mkdocs.*)$", re.I)
 # addopts that load a linter or coverage: dropped, since they test something else and slow the run.
 _DROP_OPTS = re.compile(r"^--(cov|no-cov|flake8|pep8|mypy|pylint|black|isort|codestyle|pycodestyle|"
                         r"pydocstyle|ruff)")
@@ -53,7 +54,7 @@ _PLUGIN_OPTS = {"-n": "pytest-xdist", "--numprocesses": "pytest-xdist", "--dist"
                 "--html": "pytest-html", "--snapshot": "syrupy", "--forked": "pytest-forked"}
 _PLUGIN_INI = {"asyncio_mode": "pytest-asyncio", "django_settings_module": "pytest-django",
                "timeout": "pytest-timeout", "env": "pytest-env", "mock_use_standalone_module": "pytest-mock",
-               "flakes-ignore": "pytest-flakes", "trio_mode": "pytest-trio", "mpl-baseline-path": "pytest-mpl"}
+               "trio_mode": "pytest-trio", "mpl-baseline-path": "pytest-mpl"}
 # Import names whose distribution is named differently.
 _DIST_OF = {"yaml": "PyYAML", "dateutil": "python-dateutil", "attr": "attrs", "PIL": "Pillow",
             "bs4": "beautifulsoup4", "sklearn": "scikit-learn", "cv2": "opencv-python", "jwt": "PyJWT",
@@ -63,7 +64,7 @@ _DIST_OF = {"yaml": "PyYAML", "dateutil": "python-dateutil", "attr": "attrs", "P
             "_pytest": "pytest", "google": "protobuf", "typing_extensions": "typing-extensions",
             "multipart": "python-multipart", "markdown": "Markdown", "jinja2": "Jinja2", "flask": "Flask",
             "werkzeug": "Werkzeug", "sqlalchemy": "SQLAlchemy", "MySQLdb": "mysqlclient", "psycopg2": "psycopg2-binary",
-            "nacl": "PyNaCl", "socks": "PySocks", "win32api": "pywin32", "tomli_w": "tomli-w"}
+            "nacl": "PyNaCl", "factory": "factory_boy", "django": "Django", "rest_framework": "djangorestframework", "socks": "PySocks", "win32api": "pywin32", "tomli_w": "tomli-w"}
 _NAMESPACES = {"zope", "backports", "jaraco", "sphinxcontrib", "azure"}
 _NOT_PACKAGES = {"tests", "test", "testing", "docs", "doc", "examples", "example", "benchmarks", "scripts",
                  "build", "dist", "tools", "bin", "site-packages", "node_modules", "venv", ".venv"}
@@ -116,6 +117,9 @@ def resolve_source(source: str) -> tuple[dict, str, list[str]]:
         if (path / ".git").exists():
             return {"git": {"url": str(path), "rev": "HEAD"}}, path.name, _dirty_warning(path)
         return {"path": str(path)}, path.name, []
+    if "/" in s or s.startswith((".", "~")):
+        raise UsageError(f"{source}: no such directory", hint="give an existing directory, a git URL or "
+                         '"pkg==version"')
     if "==" not in s and re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", s):
         raise UsageError(f"{source!r} is neither a directory nor a pinned package",
                          hint=f'pin a PyPI package as "{s}==VERSION", or give a git URL or a directory')
@@ -568,8 +572,8 @@ class _Builder:
         import_root = self.import_root()
         if import_root != ".":
             data["import_root"] = import_root
-        tests, test_reqs = self.tests_section(import_root)
-        install = self.install_section(test_reqs, import_root)
+        tests, plugins, imported = self.tests_section(import_root)
+        install = self.install_section(plugins, imported)
         if install:
             data["install"] = install
         data["tests"] = tests
@@ -579,8 +583,6 @@ class _Builder:
     # -- python ------------------------------------------------------------------------------------
 
     def python_version(self) -> str:
-        from coderun.envs.local import find_python
-
         listed: set[int] = set()
         for c in self.meta.classifiers:
             m = re.fullmatch(r"Programming Language :: Python :: 3\.(\d+)", c.strip())
@@ -599,9 +601,9 @@ class _Builder:
         if self.meta.requires_python:
             evidence.insert(0, f"{self.meta.requires_python[0][1]} {self.meta.requires_python[0][0]!r}")
         chosen_from = [m for m in candidates if m in explicit] or candidates or sorted(explicit) or [11]
-        installed = [m for m in chosen_from if find_python(f"3.{m}")[1]]
-        pick = max(installed) if installed else max(chosen_from)
-        why = "the highest of these with an interpreter on PATH" if installed else \
+        installed = next((m for m in sorted(chosen_from, reverse=True) if _have_python(m)), None)
+        pick = installed if installed is not None else max(chosen_from)
+        why = "the highest of these with an interpreter on PATH" if installed is not None else \
             "the highest of these (no interpreter for any of them on PATH; the current one will be used)"
         self.note("python", (f"{'; '.join(evidence)}: " if evidence else "nothing declares a Python version: ")
                   + f"3.{pick} is {why}")
@@ -662,12 +664,13 @@ class _Builder:
 
     # -- tests -------------------------------------------------------------------------------------
 
-    def tests_section(self, import_root: str) -> tuple[dict, list[str]]:
+    def tests_section(self, import_root: str) -> tuple[dict, list[str], list[str]]:
+        """(tests section, pytest plugins the configuration needs, distributions the tests import)."""
         ini, ini_file = _pytest_ini(self.tree)
         paths = self.test_paths(ini, ini_file, import_root)
         files = [f for p in paths for f in _py_files(self.tree / p)]
         kinds = {f: _test_kind(f) for f in files}
-        test_files = [f for f, k in kinds.items() if k]
+        test_files = [f for f, k in kinds.items() if k and f.name != "conftest.py"]
         tests: dict[str, object] = {}
         runner = "pytest"
         if test_files and all(kinds[f] == "unittest" for f in test_files) and not any(
@@ -682,8 +685,12 @@ class _Builder:
         args, reqs = self.pytest_args(ini, ini_file, test_files, paths)
         if args:
             tests["args"] = args
-        reqs += self.test_imports(test_files + [f for f in files if f.name == "conftest.py"], import_root)
-        return tests, reqs
+        imported = self.test_imports(files, import_root)
+        django = self.django_settings(ini, files, import_root)
+        if django:
+            tests["env"] = {"DJANGO_SETTINGS_MODULE": django}
+            reqs.append("pytest-django")
+        return tests, reqs, imported
 
     def test_paths(self, ini: dict, ini_file: str | None, import_root: str) -> list[str]:
         configured = [p.rstrip("/") for p in _words(ini.get("testpaths"))]
@@ -780,7 +787,7 @@ class _Builder:
     def python_files(self, ini: dict, test_files: list[Path], paths: list[str]) -> str | None:
         if ini.get("python_files"):
             return None  # pytest reads it from the project's own configuration
-        named = [f for f in test_files if not _is_test_name(f.name)
+        named = [f for f in test_files if not _is_test_name(f.name) and _defines_tests(f)
                  and f.relative_to(self.tree).as_posix() not in paths]  # explicit files are collected anyway
         if not named:
             return None
@@ -792,9 +799,25 @@ class _Builder:
                   f"{'…' if len(stems) > 3 else ''}): python_files is widened")
         return " ".join(["test_*.py", "*_test.py", *globs])
 
+    def django_settings(self, ini: dict, files: list[Path], import_root: str) -> str | None:
+        """A Django settings module for tests that import django and configure none themselves."""
+        if any(k.lower() == "django_settings_module" for k in ini) or not any(
+                m.split(".")[0] == "django" for f in files for m in _imports(f)):
+            return None
+        found = sorted((f for f in files if f.name in ("settings.py", "test_settings.py")),
+                       key=lambda f: len(f.parts))
+        if not found:
+            return None
+        module = found[0].relative_to(self.tree / import_root).with_suffix("").as_posix().replace("/", ".")
+        self.note("tests", f"the tests use Django: settings module {module}, run with pytest-django")
+        return module
+
     def test_imports(self, files: list[Path], import_root: str) -> list[str]:
         """Distributions the tests import that nothing declares (the local ones left out)."""
-        local = {p.stem for p in self.tree.rglob("*.py")} | {p.name for p in self.tree.rglob("*") if p.is_dir()}
+        # Importable without installing: what sits at the roots, and modules beside tests in plain directories
+        # (pytest puts such a directory on sys.path).
+        roots = {self.tree, self.tree / import_root} | {f.parent for f in files if not (f.parent / "__init__.py").is_file()}
+        local = {p.stem if p.suffix == ".py" else p.name for r in roots for p in r.iterdir()}
         pkgs, mods = self.packages(import_root)
         own = {Path(p).name for p in pkgs} | {Path(m).stem for m in mods}
         stdlib = set(sys.stdlib_module_names) | {"__future__"}
@@ -812,7 +835,7 @@ class _Builder:
 
     # -- install -----------------------------------------------------------------------------------
 
-    def install_section(self, test_reqs: list[str], import_root: str) -> dict:
+    def install_section(self, plugins: list[str], imported: list[str]) -> dict:
         install: dict[str, object] = {}
         meta = self.meta
         runtime: list[str] = []
@@ -854,11 +877,11 @@ class _Builder:
             self.note("install", "test dependencies from tox.ini [testenv] deps")
         if meta.tests_require:
             self.note("install", "test dependencies from tests_require")
-        extra_tests = [r for r in test_reqs if dist_key(r) not in {dist_key(d) for d in declared}]
-        reqs = dedupe([*runtime, *inline, *meta.tests_require, *tox, *extra_tests],
+        known = {dist_key(d) for d in [*declared, *meta.tests_require, *tox, *inline, *plugins]} | {"pytest"}
+        imported = [r for r in imported if dist_key(r) not in known]
+        reqs = dedupe([*runtime, *inline, *meta.tests_require, *tox, *plugins, *imported],
                       skip=[*([] if runtime else declared), *(meta.name and [meta.name] or [])])
         reqs = [r for r in reqs if _valid_req(r) and not _NOT_FOR_TESTS.match(dist_key(r))]
-        imported = [r for r in extra_tests if r in reqs]
         if imported:
             self.note("install", f"imported by the tests and declared nowhere: {', '.join(imported)}")
         if reqs:
@@ -879,6 +902,13 @@ class _Builder:
         if exclude:
             out["exclude"] = exclude
         return out
+
+
+@functools.cache
+def _have_python(minor: int) -> bool:
+    from coderun.envs.local import find_python
+
+    return find_python(f"3.{minor}")[1]
 
 
 def _warning_filters(ini: dict) -> list[str]:
@@ -926,6 +956,21 @@ def _test_kind(path: Path) -> str | None:
     if has_plain:
         return "pytest"
     return "unittest" if has_case else None
+
+
+def _defines_tests(path: Path) -> bool:
+    """Whether a module defines test functions or test methods (not just fixtures or helpers)."""
+    module = _parse(path)
+    if module is None:
+        return False
+    for node in module.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+            return True
+        if isinstance(node, ast.ClassDef) and any(
+                isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test")
+                for n in node.body):
+            return True
+    return False
 
 
 def _imports(path: Path) -> list[str]:

@@ -1,0 +1,251 @@
+"""`coderun projects add`: drafts from real git repositories in temp dirs and real PyPI sdists."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import git
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from coderun.cli.main import app
+from coderun.config import Settings, load_settings
+from coderun.draft import PY_MINORS, draft_manifest, make_draft
+from coderun.envs.local import build_local_env, find_python, load_baseline
+from coderun.errors import UsageError
+from coderun.manifest import load_manifest, parse_manifest
+
+_IDENTITY = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@localhost", "GIT_COMMITTER_NAME": "t",
+             "GIT_COMMITTER_EMAIL": "t@localhost"}
+
+
+def make_repo(root: Path, files: dict[str, str], *, commit: bool = True) -> Path:
+    """A real git repository holding `files` in one commit."""
+    root.mkdir(parents=True)
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(textwrap.dedent(text))
+    if commit:
+        repo = git.Repo.init(root)
+        with repo.git.custom_environment(**_IDENTITY):
+            repo.git.add("--all")
+            repo.git.commit("-q", "-m", "init")
+    return root
+
+
+def draft(source: str | Path, home: Path) -> dict:
+    text = draft_manifest(str(source), Settings(home=home))
+    parse_manifest(text, Path("draft.yaml"))  # every draft validates
+    return yaml.safe_load(text)
+
+
+def best_installed(minors: list[int]) -> str:
+    installed = next((m for m in sorted(minors, reverse=True) if find_python(f"3.{m}")[1]), max(minors))
+    return f"3.{installed}"
+
+
+PKG = {"pkg/__init__.py": "def add(a, b):\n    return a + b\n", "pkg/util.py": "X = 1\n"}
+TEST_ADD = "from pkg import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n"
+
+
+def test_pyproject_requires_python_test_extra_and_cov_addopts(tmp_path):
+    repo = make_repo(tmp_path / "proj", {**PKG, "pyproject.toml": """
+        [build-system]
+        requires = ["setuptools>=61"]
+        build-backend = "setuptools.build_meta"
+
+        [project]
+        name = "demo-pkg"
+        version = "1.0"
+        description = "A demo"
+        requires-python = ">=3.9,<3.12"
+        dependencies = ["attrs>=20"]
+
+        [project.optional-dependencies]
+        test = ["pytest", "hypothesis"]
+
+        [tool.pytest.ini_options]
+        testpaths = ["tests"]
+        addopts = "--cov=pkg --cov-report term -ra"
+        """, "tests/test_add.py": "import freezegun\n" + TEST_ADD})
+    d = draft(repo, tmp_path / "home")
+    assert d["name"] == "demo-pkg" and d["description"] == "A demo"
+    assert d["source"]["git"] == {"url": str(repo), "rev": git.Repo(repo).head.commit.hexsha}
+    assert d["python"] == best_installed([9, 10, 11])
+    assert d["install"]["project"] is True and d["install"]["extras"] == ["test"]
+    assert d["install"]["requirements"] == ["freezegun"]  # imported by the tests, declared nowhere
+    assert d["tests"]["paths"] == ["tests"]
+    assert d["tests"]["args"] == ["-o", "addopts=-ra"]
+    assert "pkg/*.py" in d["tasks"]["discover"]["include"]
+
+
+def test_setup_cfg_install_requires_testpaths_and_classifiers(tmp_path):
+    repo = make_repo(tmp_path / "proj", {**PKG, "setup.py": "from setuptools import setup\nsetup()\n",
+                                         "setup.cfg": """
+        [metadata]
+        name = cfgdemo
+        classifiers =
+            Programming Language :: Python :: 3
+            Programming Language :: Python :: 3.7
+            Programming Language :: Python :: 3.8
+
+        [options]
+        packages = find:
+        python_requires = >=3.6
+        install_requires =
+            requests>=2
+        tests_require =
+            responses
+
+        [tool:pytest]
+        testpaths = testing
+        """, "testing/test_add.py": TEST_ADD})
+    d = draft(repo, tmp_path / "home")
+    assert d["name"] == "cfgdemo"
+    assert d["python"] == best_installed([7, 8])
+    assert d["install"] == {"project": True, "requirements": ["responses"]}
+    assert d["tests"] == {"runner": "pytest", "paths": ["testing"]}
+
+
+def test_setup_py_is_read_with_ast_never_run(tmp_path):
+    """setup.py is parsed, never executed: drafting an untrusted repository runs none of its code."""
+    repo = make_repo(tmp_path / "proj", {**PKG, "setup.py": """
+        from pathlib import Path
+        from setuptools import setup, find_packages
+
+        Path(__file__).with_name("SETUP_RAN").write_text("ran")
+        REQUIRES = ["six>=1.5"]
+        TESTS = ["mock"]
+        setup(name="astdemo", description="parsed", packages=find_packages(),
+              install_requires=REQUIRES, tests_require=TESTS + ["pytest-timeout"],
+              python_requires=">=3.10", extras_require={"test": ["hypothesis"]})
+        """, "tests/test_add.py": TEST_ADD})
+    tree_home = tmp_path / "home"
+    d = draft(repo, tree_home)
+    assert not list(tree_home.rglob("SETUP_RAN")) and not (repo / "SETUP_RAN").exists()
+    assert d["name"] == "astdemo" and d["description"] == "parsed"
+    assert d["python"] == best_installed([m for m in PY_MINORS if m >= 10])
+    assert d["install"]["project"] is True and d["install"]["extras"] == ["test"]
+    assert d["install"]["requirements"] == ["mock", "pytest-timeout"]
+
+
+def test_src_layout_sets_import_root(tmp_path):
+    repo = make_repo(tmp_path / "proj", {
+        "src/srcpkg/__init__.py": "def f():\n    return 1\n",
+        "pyproject.toml": '[project]\nname = "srcpkg"\nversion = "0.1"\n'
+                          '[build-system]\nrequires = ["hatchling"]\nbuild-backend = "hatchling.build"\n',
+        "tests/test_f.py": "from srcpkg import f\n\ndef test_f():\n    assert f() == 1\n"})
+    d = draft(repo, tmp_path / "home")
+    assert d["import_root"] == "src"
+    assert d["tasks"]["discover"]["include"] == ["src/srcpkg/*.py", "src/srcpkg/**/*.py"]
+    assert "requirements" not in d.get("install", {})  # srcpkg is the project itself, not a dependency
+
+
+def test_unittest_suites_with_other_names_widen_python_files(tmp_path):
+    case = "import unittest\nfrom pkg import add\n\nclass T(unittest.TestCase):\n" \
+           "    def test_add(self):\n        self.assertEqual(add(1, 1), 2)\n"
+    repo = make_repo(tmp_path / "proj", {**PKG, "pkg/tests/__init__.py": "", "pkg/tests/t_one.py": case,
+                                         "pkg/tests/t_two.py": case, "pkg/tests/helpers.py": "H = 1\n"})
+    d = draft(repo, tmp_path / "home")
+    assert d["tests"]["runner"] == "unittest"
+    assert d["tests"]["paths"] == ["pkg/tests"]
+    assert d["tests"]["args"] == ["-o", "python_files=test_*.py *_test.py t_*.py"]
+    assert d["tasks"]["discover"]["exclude"] == ["pkg/tests", "pkg/tests/**"]
+    assert "install" not in d  # no build, no requirements: nothing to install besides the test tooling
+
+
+def test_ci_matrix_and_tox_envlist_choose_python(tmp_path):
+    repo = make_repo(tmp_path / "proj", {
+        **PKG, "tests/test_add.py": TEST_ADD,
+        "tox.ini": "[tox]\nenvlist = py3{7,8}, lint\n\n[testenv]\ndeps = pytest-mock\ncommands = pytest tests\n",
+        ".github/workflows/ci.yml": """
+            on: push
+            jobs:
+              test:
+                strategy:
+                  matrix:
+                    python-version: ["3.7", "3.8", 3.9]
+            """})
+    d = draft(repo, tmp_path / "home")
+    assert d["python"] == best_installed([7, 8, 9])
+    assert d["install"]["requirements"] == ["pytest-mock"]
+    assert d["tests"]["paths"] == ["tests"]
+
+
+def test_test_requirements_file_without_linters(tmp_path):
+    repo = make_repo(tmp_path / "proj", {
+        **PKG, "tests/test_add.py": TEST_ADD, "requirements.txt": "attrs\n",
+        "requirements-test.txt": "-r requirements.txt\npytest>=7\nflake8==3.0.0\nblack\nresponses\n"})
+    d = draft(repo, tmp_path / "home")
+    assert d["install"]["requirements_files"] == ["requirements.txt"]
+    assert d["install"]["requirements"] == ["pytest>=7", "responses"]
+
+
+def test_plain_directory_is_a_path_source_and_file_url_a_git_source(tmp_path):
+    plain = make_repo(tmp_path / "plain", {**PKG, "test_top.py": TEST_ADD}, commit=False)
+    d = draft(plain, tmp_path / "home")
+    assert d["source"] == {"path": str(plain)}
+    assert d["tests"]["paths"] == ["test_top.py"]
+    repo = make_repo(tmp_path / "viaurl", {**PKG, "tests/test_add.py": TEST_ADD})
+    d = draft(f"file://{repo}", tmp_path / "home")
+    assert d["source"]["git"]["url"] == f"file://{repo}"
+    assert d["source"]["git"]["rev"] == git.Repo(repo).head.commit.hexsha
+
+
+def test_uncommitted_changes_are_reported(tmp_path):
+    repo = make_repo(tmp_path / "proj", {**PKG, "tests/test_add.py": TEST_ADD})
+    (repo / "pkg" / "util.py").write_text("X = 2\n")
+    result = make_draft(str(repo), Settings(home=tmp_path / "home"))
+    assert any("uncommitted" in w for w in result.warnings)
+    assert "WARNING" in result.text
+
+
+@pytest.mark.parametrize("source", ["no-such-dir-or-package", "::nonsense::"])
+def test_unrecognised_source_is_a_usage_error(tmp_path, source, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError):
+        draft_manifest(source, Settings(home=tmp_path / "home"))
+
+
+def test_cli_add_prints_writes_and_refuses_to_overwrite(tmp_path, monkeypatch):
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    repo = make_repo(tmp_path / "proj", {**PKG, "tests/test_add.py": TEST_ADD})
+    runner = CliRunner()
+    printed = runner.invoke(app, ["projects", "add", str(repo)])
+    assert printed.exit_code == 0, printed.output
+    assert yaml.safe_load(printed.stdout)["name"] == "proj"
+    out = tmp_path / "m" / "proj.yaml"
+    wrote = runner.invoke(app, ["projects", "add", str(repo), "-o", str(out), "--name", "mine"])
+    assert wrote.exit_code == 0, wrote.output
+    assert load_manifest(out).name == "mine"
+    again = runner.invoke(app, ["projects", "add", str(repo), "-o", str(out)])
+    assert again.exit_code == 2 and "already exists" in " ".join(again.output.split())
+    assert runner.invoke(app, ["projects", "add", str(repo), "-o", str(out), "--force"]).exit_code == 0
+    assert runner.invoke(app, ["projects", "validate", str(out)]).exit_code == 0
+    bad = runner.invoke(app, ["projects", "add", str(tmp_path / "missing")])
+    assert bad.exit_code == 2 and "no such directory" in " ".join(bad.output.split())
+
+
+@pytest.mark.network
+def test_shortuuid_sdist_draft():
+    """A poetry sdist whose unittest suite lives in shortuuid/tests.py."""
+    d = yaml.safe_load(draft_manifest("shortuuid==1.0.9", load_settings()))
+    assert d["source"] == {"pypi": "shortuuid==1.0.9"}
+    assert d["tests"]["runner"] == "unittest" and d["tests"]["paths"] == ["shortuuid/tests.py"]
+    assert d["tasks"]["discover"]["exclude"] == ["shortuuid/tests.py"]
+
+
+@pytest.mark.slow
+@pytest.mark.network
+@pytest.mark.parametrize("requirement", ["sqlparams==3.0.0", "cachetools==4.2.1", "six==1.16.0"])
+def test_drafted_manifest_builds_with_a_passing_baseline(tmp_path, requirement):
+    """The draft is usable as written: the environment builds and the large majority of tests pass."""
+    out = tmp_path / f"{requirement.partition('==')[0]}.yaml"
+    out.write_text(draft_manifest(requirement, load_settings()))
+    manifest = load_manifest(out)
+    env = build_local_env(manifest, load_settings(), warn=lambda _msg: None)
+    counts = load_baseline(env).counts()
+    ran = counts["passed"] + counts["failed"] + counts["error"]
+    assert ran >= 15 and counts["passed"] >= 0.9 * ran, counts
