@@ -284,6 +284,11 @@ def test_all_context_lists_the_file_and_the_class(analysis):
     assert "self.value" not in fn(analysis, "file_level").all_context.vars
 
 
+def test_local_imports_name_what_they_import(analysis):
+    assert kinds(fn(analysis, "local_import"))["hashlib"] is RefKind.STDLIB
+    assert "hashlib.sha1" in fn(analysis, "local_import").oracle_context.apis
+
+
 def test_function_record_fields(analysis, project):
     f = fn(analysis, "only_builtins")
     assert f.signature == "def only_builtins(xs):"
@@ -339,8 +344,11 @@ def test_builtins_come_from_the_given_python(tmp_path):
     py39, exact = find_python("3.9")
     if not exact:
         pytest.skip("no Python 3.9 installed")
-    write_tree(tmp_path, {"m.py": "def f(it):\n    return anext(it)\n"})
-    assert fn(analyze_project(tmp_path, use_jedi=False), "f", "m.py").level is Level.SELF_CONTAINED
+    write_tree(tmp_path, {"m.py": "def f(it):\n    return anext(it)\n",
+                          "new.py": "def g(x):\n    match x:\n        case _:\n            return 1\n"})
+    host = analyze_project(tmp_path, use_jedi=False)
+    assert fn(host, "f", "m.py").level is Level.SELF_CONTAINED and not host.skipped
     old = analyze_project(tmp_path, python=py39)
     assert fn(old, "f", "m.py").unresolved == ["anext"]
     assert old.python == str(py39)
+    assert [(s.file, "3.9" in s.reason) for s in old.skipped] == [("new.py", True)]

@@ -120,9 +120,14 @@ class FileAnalyzer:
         return RefKind.PLIB
 
     def _local_import(self, b: Binding, refs: _Refs) -> None:
-        module = b.imported or b.target or ""
-        kind = self._module_kind(b.target or module, b.relative)
-        refs.add(module or b.name, kind, ContextKind.CLASSES, module, b.node)
+        """An import inside the body: a dependency on what it imports, used or not."""
+        what = (b.imported if b.is_module else b.target) or b.name
+        kind = self._module_kind(b.target or what, b.relative)
+        if b.is_module or b.name == "*" or _looks_like_class(what):
+            ctx = ContextKind.CLASSES
+        else:
+            ctx = ContextKind.VARS if b.name.isupper() else ContextKind.APIS
+        refs.add(what, kind, ctx, what, b.node)
 
     def _imported(self, use: Use, chain: _Chain, b: Binding, refs: _Refs) -> None:
         full = ".".join([b.target or use.name, *chain.parts[1:]])

@@ -79,6 +79,8 @@ class ProjectIndex:
     root: Path
     import_root: str = "."
     files: list[str] = field(default_factory=list)
+    # Files the project's Python rejects (see pyfacts.syntax_errors); None: ask this interpreter.
+    invalid: dict[str, str] | None = None
     _parsed: dict[str, SourceFile | ParseFailure] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -121,18 +123,11 @@ class ProjectIndex:
         if cached is not None:
             return cached
         data = (self.root / rel).read_bytes()
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                ast.parse(data, filename=rel)
-        except SyntaxError as e:
-            failure = ParseFailure(f"not valid Python 3: {e.msg} (line {e.lineno})")
+        reason = self.invalid.get(rel) if self.invalid is not None else _host_syntax_error(data, rel)
+        if reason is not None:
+            failure = ParseFailure(reason)
             self._parsed[rel] = failure
-            raise failure from None
-        except ValueError as e:  # null bytes
-            failure = ParseFailure(f"not parseable: {e}")
-            self._parsed[rel] = failure
-            raise failure from None
+            raise failure
         tree = self._parser.parse(data)
         module, is_pkg = self.module_of(rel)
         package = module if is_pkg else module.rpartition(".")[0]
@@ -208,6 +203,18 @@ class ProjectIndex:
                 cls = other.classes.get(binding.target or "")
                 return (other, cls) if cls is not None else None
         return None
+
+
+def _host_syntax_error(data: bytes, rel: str) -> str | None:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ast.parse(data, filename=rel)
+    except SyntaxError as e:
+        return f"not valid Python 3: {e.msg} (line {e.lineno})"
+    except ValueError as e:  # null bytes
+        return f"not parseable: {e}"
+    return None
 
 
 def _module_names(rel: str, base: str) -> list[str]:

@@ -13,12 +13,12 @@ from coderun.analyzers.functions import FileAnalyzer
 from coderun.analyzers.index import ParseFailure, ProjectIndex, python_files
 from coderun.analyzers.jedi_resolver import JediResolver
 from coderun.analyzers.model import FunctionInfo, ProjectAnalysis, SkippedFile
-from coderun.analyzers.pyfacts import python_facts
+from coderun.analyzers.pyfacts import python_facts, syntax_errors
 from coderun.config import Settings
 from coderun.errors import AnalysisError
 
 # Bump whenever a change to the analyzer can change its output: cached analyses are keyed on it.
-ANALYZER_VERSION = "3"
+ANALYZER_VERSION = "4"
 
 Progress = Callable[[str, int, int], None]   # (file, done, total)
 
@@ -31,7 +31,7 @@ def analyze_project(root: Path, *, import_root: str = ".", python: Path | None =
         raise AnalysisError(f"{root} is not a directory", hint="analyze a project checkout")
     facts = python_facts(python)
     all_files = python_files(root)
-    index = ProjectIndex(root, import_root, all_files)
+    index = ProjectIndex(root, import_root, all_files, invalid=syntax_errors(facts, root, all_files))
     jedi = JediResolver(root, import_root, python, facts.site_dirs) if use_jedi else None
     wanted = all_files if files is None else [_check_file(root, f) for f in files]
     functions: list[FunctionInfo] = []

@@ -98,3 +98,30 @@ def python_facts(python: Path | None = None) -> PythonFacts:
         raise AnalysisError(f"python interpreter {exe} does not exist",
                             hint="rebuild the project's environment, or analyze without one") from None
     return _probe(exe, mtime)
+
+
+_SYNTAX_PROBE = r"""
+import ast, json, sys, warnings
+warnings.simplefilter("ignore")
+root, rels = json.load(sys.stdin)
+bad = {}
+for rel in rels:
+    try:
+        with open(root + "/" + rel, "rb") as fh:
+            ast.parse(fh.read(), filename=rel)
+    except SyntaxError as e:
+        bad[rel] = "not valid Python %d.%d: %s (line %s)" % (sys.version_info[0], sys.version_info[1], e.msg, e.lineno)
+    except (ValueError, OSError) as e:
+        bad[rel] = "not parseable: %s" % e
+print(json.dumps(bad))
+"""
+
+
+def syntax_errors(facts: PythonFacts, root: Path, rels: list[str]) -> dict[str, str]:
+    """Files the project's Python cannot parse (Python 2 code, newer syntax), with the reason."""
+    try:
+        out = subprocess.run([facts.executable, "-I", "-c", _SYNTAX_PROBE], input=json.dumps([str(root), rels]),
+                             capture_output=True, text=True, timeout=600, check=True).stdout
+        return json.loads(out)
+    except (OSError, subprocess.SubprocessError, json.JSONDecodeError) as e:
+        raise AnalysisError(f"cannot check the project's files with {facts.executable}: {e}") from None
