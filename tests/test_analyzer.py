@@ -276,6 +276,12 @@ def test_oracle_context_splits_types_apis_and_vars(analysis):
     assert "Local.label" in fn(analysis, "Local.uses_class_attr").oracle_context.vars
 
 
+def test_builtin_types_are_type_references(tmp_path):
+    write_tree(tmp_path, {"m.py": "def f(x):\n    return isinstance(x, str) and len(x)\n"})
+    ctx = fn(analyze_project(tmp_path, use_jedi=False), "f", "m.py").oracle_context
+    assert ctx.classes == ["str"] and ctx.apis == ["isinstance", "len"] and ctx.vars == []
+
+
 def test_all_context_lists_the_file_and_the_class(analysis):
     ctx = fn(analysis, "Local.uses_self").all_context
     assert {"GREETING"} <= set(ctx.vars) and "self.value" in ctx.vars

@@ -269,7 +269,7 @@ class FileAnalyzer:
             if name == "super":
                 self._super(use, chain, fn, refs)
             ctx = ContextKind.APIS if chain.called else (
-                ContextKind.CLASSES if _looks_like_class(name) else ContextKind.VARS)
+                ContextKind.CLASSES if name in self.facts.builtin_types else ContextKind.VARS)
             refs.add(name, RefKind.BUILTIN, ctx, f"builtins.{name}", use.node)
             return
         for module, relative, _line in self.sf.scope.star_imports:

@@ -18,7 +18,7 @@ from coderun.config import Settings
 from coderun.errors import AnalysisError
 
 # Bump whenever a change to the analyzer can change its output: cached analyses are keyed on it.
-ANALYZER_VERSION = "4"
+ANALYZER_VERSION = "5"
 
 Progress = Callable[[str, int, int], None]   # (file, done, total)
 

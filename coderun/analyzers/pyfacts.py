@@ -57,7 +57,9 @@ try:
 except Exception:
     pass
 site_dirs = sorted({sysconfig.get_paths()[k] for k in ("purelib", "platlib")})
+types = [n for n in dir(builtins) if isinstance(getattr(builtins, n), type)]
 print(json.dumps({"version": "%d.%d.%d" % sys.version_info[:3], "builtins": dir(builtins), "site": site_dirs,
+                  "types": types,
                   "stdlib": sorted(set(names) | {"__future__", "__main__"}), "installed": top}))
 """
 
@@ -70,6 +72,7 @@ class PythonFacts:
     stdlib: frozenset[str]
     installed: dict[str, str]        # top-level module -> distribution name (the env's site-packages)
     site_dirs: tuple[str, ...] = ()  # where those distributions live
+    builtin_types: frozenset[str] = frozenset()  # builtins that are classes (str, dict, ValueError…)
 
     def is_stdlib(self, top: str) -> bool:
         return top in self.stdlib
@@ -86,7 +89,7 @@ def _probe(executable: str, mtime: float) -> PythonFacts:
                             hint="check that the project's environment is intact (coderun env build)") from None
     return PythonFacts(executable=executable, version=data["version"], builtins=frozenset(data["builtins"]),
                        stdlib=frozenset(data["stdlib"]), installed=dict(data["installed"]),
-                       site_dirs=tuple(data.get("site", ())))
+                       site_dirs=tuple(data.get("site", ())), builtin_types=frozenset(data.get("types", ())))
 
 
 def python_facts(python: Path | None = None) -> PythonFacts:
