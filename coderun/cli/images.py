@@ -100,10 +100,11 @@ def list_images(as_json: bool = JsonOption) -> None:
     if as_json:
         print_json(rows)
         return
-    table = Table("image", "layer", "project", "python", "size (MB)", "created (UTC)")
+    table = Table("layer", "project", "python", "size MB", "created (UTC)")
+    table.add_column("image", overflow="fold")
     for r in rows:
-        table.add_row("\n".join(r["tags"]) or f"<untagged {r['id']}>", r["layer"], r["project"], r["python"],
-                      f"{r['size_mb']:.1f}", r["created"])
+        table.add_row(r["layer"], r["project"], r["python"], f"{r['size_mb']:.1f}", r["created"][:16],
+                      "\n".join(r["tags"]) or f"<untagged {r['id']}>")
     console.print(table)
 
 
