@@ -92,3 +92,17 @@ def test_grade_is_pure():
     before = ev.model_dump()
     assert grade(EXPECTED, ev) == grade(EXPECTED, ev)
     assert ev.model_dump() == before
+
+
+def test_forged_outcomes_with_tampered_machinery_are_not_a_pass():
+    """A sample that registers a plugin (or edits a test) could forge every record: never a pass."""
+    ev = Evidence(expected=["t.py::a"], outcomes=[TestOutcome(nodeid="t.py::a", outcome="passed")], exit_code=0,
+                  tampering=["a pytest plugin was registered while the tests were collected: evil (x.py)"])
+    v = grade(["t.py::a"], ev)
+    assert v.verdict is VerdictKind.FAIL and v.failure == "other/tampering"
+
+
+def test_other_project_file_changes_are_reported_not_failed():
+    ev = Evidence(expected=["t.py::a"], outcomes=[TestOutcome(nodeid="t.py::a", outcome="passed")], exit_code=0,
+                  tampering=["project file modified during the run: pkg/data.py"])
+    assert grade(["t.py::a"], ev).verdict is VerdictKind.PASS

@@ -83,12 +83,17 @@ def _start(s, samples, ground_truth, blank, project, level, backend, jobs, inclu
                       run_dir=run_dir, label=label)
     if req.backend not in ("local", "docker"):
         raise UsageError(f"unknown backend {req.backend!r}; use local or docker")
-    store, summary = start_run(req, s, tasks, on_problem=lambda m: err_console.print(f"[yellow]{m}[/]"))
+    store, summary = start_run(req, s, tasks, on_problem=_problem)
     if summary.skipped_samples:
         err_console.print(f"{summary.skipped_samples} samples are for tasks outside the selection and were "
                           "left out")
-    console.print(f"run folder: {store.path}")
+    console.print(f"run folder: {store.path}", soft_wrap=True)
     return store
+
+
+def _problem(message: str) -> None:
+    # One line per problem, never wrapped: people grep these for the line numbers.
+    err_console.print(message, style="yellow", soft_wrap=True, markup=False, highlight=False)
 
 
 def _build_missing_tasks(s, names, lv, include_weak):
@@ -134,4 +139,4 @@ def _finish(store: RunStore, ks: list[int], under_k: UnderK, summary: RunSummary
         print_json({"run_dir": str(store.path), "executed": summary.executed, "problems": summary.problems})
         return
     console.print(to_rich([report], []))
-    console.print(f"run folder: {store.path}  (report: coderun report {store.path})")
+    console.print(f"run folder: {store.path}  (report: coderun report {store.path})", soft_wrap=True)

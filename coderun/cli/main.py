@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 import typer
 
 from coderun import __version__
@@ -45,5 +47,11 @@ app.command("ablate")(ablate)
 app.add_typer(import_app, name="import")
 
 
+def _terminate(signum: int, _frame: object) -> None:
+    # A SIGTERM (kill, a cluster scheduler) becomes SystemExit, so atexit removes containers and temp dirs.
+    raise SystemExit(128 + signum)
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, _terminate)
     app()

@@ -62,6 +62,7 @@ class Secondary(str, Enum):
     BOUNDARY_CHECK = "boundary_check"
     ASSERTION_MISMATCH = "assertion_mismatch"
     WRONG_EXCEPTION = "wrong_exception"
+    TAMPERING = "tampering"          # the run changed the test machinery: no outcome can be trusted
 
 
 @dataclass(frozen=True)

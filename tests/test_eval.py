@@ -1,0 +1,176 @@
+"""`coderun eval` end to end on a small hand-made project: real venv, real tasks, real sandbox runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from coderun.cli.main import app
+from coderun.config import load_settings
+from coderun.manifest import load_manifest
+from coderun.runner.store import RunStore
+from coderun.tasks import build_tasks, load_tasks
+from tests.helpers import write_tree
+
+DOC = '"""Return the {what} of the values, computed step by step for the caller."""'
+
+PROJECT = {
+    "calc/__init__.py": "",
+    "calc/stats.py": f'''
+def mean(values):
+    {DOC.format(what="mean")}
+    total = 0
+    for v in values:
+        total += v
+    return total / len(values)
+
+
+class Range:
+    def __init__(self, values):
+        self.values = list(values)
+
+    def span(self):
+        {DOC.format(what="span")}
+        low = min(self.values)
+        high = max(self.values)
+        width = high - low
+        return width
+''',
+    "tests/test_stats.py": '''from calc.stats import Range, mean
+
+
+def test_mean():
+    assert mean([1, 2, 3]) == 2
+
+
+def test_mean_float():
+    assert mean([1, 2]) == 1.5
+
+
+def test_span():
+    assert Range([3, 1, 7]).span() == 6
+''',
+}
+
+MEAN_OK = "def mean(values):\n    return sum(values) / len(values)\n"
+MEAN_WRONG = "def mean(values):\n    return sum(values) // len(values)\n"
+SPAN_OK = "```python\ndef span(self):\n    return max(self.values) - min(self.values)\n```"
+SPAN_SYNTAX = "def span(self):\n    return max(self.values) -\n"
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("evalproj")
+    write_tree(tmp / "calc", PROJECT)
+    manifest = tmp / "calc.yaml"
+    manifest.write_text("name: calc\nsource: {path: calc}\npython: '3.11'\ntests:\n  paths: [tests]\n")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("CODERUN_HOME", str(tmp / "home"))
+    settings = load_settings()
+    build_tasks(load_manifest(manifest), settings, progress=False)
+    tasks = {t.name: t for t in load_tasks(settings)}
+    assert set(tasks) == {"mean", "span"}
+    yield tmp, manifest, tasks
+    mp.undo()
+
+
+def _samples_file(path, tasks, rows):
+    lines = []
+    for row in rows:
+        lines.append(row if isinstance(row, str) else json.dumps(
+            {"task_id": tasks[row[0]].task_id, "solution": row[1]}))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _verdicts(run_dir):
+    with RunStore.open(run_dir) as store:
+        return {(r.task_id, r.index): (r.verdict.value, r.failure) for r in store.results()}
+
+
+def _eval(args):
+    res = CliRunner().invoke(app, ["eval", "--backend", "local", "-j", "2", *args])
+    assert res.exit_code == 0, res.output
+    return res
+
+
+@pytest.mark.slow
+def test_ground_truth_scores_100_and_blank_bodies_0(project, tmp_path):
+    _, manifest, _ = project
+    _eval(["--ground-truth", "--run-dir", str(tmp_path / "gt"), "--projects", str(manifest.parent)])
+    report = json.loads((tmp_path / "gt" / "report.json").read_text())
+    assert report["overall"]["pass@k"]["1"] == 1.0
+    _eval(["--blank", "--run-dir", str(tmp_path / "blank"), "--projects", str(manifest.parent)])
+    report = json.loads((tmp_path / "blank" / "report.json").read_text())
+    assert report["overall"]["pass@k"]["1"] == 0.0
+
+
+@pytest.mark.slow
+def test_samples_are_graded_deduplicated_and_bad_lines_reported(project, tmp_path):
+    _, manifest, tasks = project
+    samples = _samples_file(tmp_path / "s.jsonl", tasks, [
+        ("mean", MEAN_OK), ("mean", MEAN_WRONG), ("mean", MEAN_OK + "\n\n"),  # the third repeats the first
+        "{not json", '{"task_id": "nope", "solution": "def f(): pass"}',
+        ("span", SPAN_OK), ("span", SPAN_SYNTAX)])
+    res = _eval(["--samples", str(samples), "--run-dir", str(tmp_path / "run"), "--projects", str(manifest.parent)])
+    assert "s.jsonl:4: malformed" in res.output and "s.jsonl:5: unknown_task" in res.output
+    verdicts = _verdicts(tmp_path / "run")
+    mean, span = tasks["mean"].task_id, tasks["span"].task_id
+    assert verdicts[(mean, 0)][0] == "pass" and verdicts[(mean, 2)][0] == "pass"
+    assert verdicts[(mean, 1)][0] == "fail" and verdicts[(mean, 1)][1].startswith("functional")
+    assert verdicts[(span, 0)][0] == "pass"
+    assert verdicts[(span, 1)][0] == "fail" and verdicts[(span, 1)][1].startswith("syntax")
+    run = tmp_path / "run"
+    logs = sorted(p.name for p in (run / "logs").rglob("*.log"))
+    assert len(logs) == 3  # the duplicate ran once; the syntax failure never ran
+    assert (run / "report.md").is_file() and list((run / "spliced").rglob("*.py"))
+    per_sample = CliRunner().invoke(app, ["report", str(run), "--per-sample", "--format", "json"])
+    rows = [json.loads(line) for line in per_sample.stdout.splitlines() if line.strip()]
+    assert len(rows) == 5 and {r["verdict"] for r in rows} == {"pass", "fail"}
+
+
+def _count_results(db):
+    try:
+        with sqlite3.connect(db) as conn:
+            return conn.execute("select count(*) from results").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+@pytest.mark.slow
+def test_killed_run_resumes_without_losing_or_duplicating(project, tmp_path):
+    """SIGKILL mid-run, then --resume: every sample graded once, verdicts as in an uninterrupted run."""
+    tmp, manifest, tasks = project
+    rows = [("mean", MEAN_OK if i % 2 else MEAN_WRONG + f"# {i}\n") for i in range(6)]
+    rows += [("span", SPAN_OK + f"\n# {i}") for i in range(4)]
+    samples = _samples_file(tmp_path / "s.jsonl", tasks, rows)
+    killed = tmp_path / "killed"
+    env = {**os.environ, "CODERUN_HOME": str(tmp / "home"), "CODERUN_PROJECTS": str(manifest.parent)}
+    proc = subprocess.Popen([sys.executable, "-m", "coderun", "eval", "--backend", "local", "-j", "1",
+                             "--samples", str(samples), "--run-dir", str(killed)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while _count_results(killed / "run.sqlite") < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    partial = _verdicts(killed)
+    assert 2 <= len(partial) < len(rows), "the kill must land mid-run"
+    _eval(["--resume", str(killed), "--projects", str(manifest.parent)])
+    _eval(["--samples", str(samples), "--run-dir", str(tmp_path / "whole"), "--projects", str(manifest.parent)])
+    resumed, whole = _verdicts(killed), _verdicts(tmp_path / "whole")
+    assert resumed == whole and len(resumed) == len(rows)
+    assert {k: resumed[k] for k in partial} == partial  # finished verdicts were kept, not redone
+
+
+def test_eval_needs_exactly_one_input(project):
+    res = CliRunner().invoke(app, ["eval", "--backend", "local", "--ground-truth", "--blank"])
+    assert res.exit_code == 2 and "exactly one of" in res.output
