@@ -413,8 +413,8 @@ def save_comparison(c: AblationComparison, out_dir: Path) -> None:
 
 # ------------------------------------------------------------------------------------- rendering
 
-def _points(v: float | None) -> str:
-    return "–" if v is None else f"{100 * v:+.2f}"
+def _points(v: float | None, digits: int = 2) -> str:
+    return "–" if v is None else f"{100 * v:+.{digits}f}"
 
 
 def value_rows(c: AblationComparison) -> list[list[str]]:
@@ -431,15 +431,15 @@ def value_rows(c: AblationComparison) -> list[list[str]]:
     return rows
 
 
-def delta_rows(c: AblationComparison) -> list[list[str]]:
+def delta_rows(c: AblationComparison, digits: int = 2) -> list[list[str]]:
     """group, arm, k, tasks, baseline, arm, delta, 95% CI, p, Acc@k delta (points)."""
     rows = []
     for g in c.groups:
         for arm in c.deltas:
             for d in arm.groups[g].deltas:
-                rows.append([g, arm.label, str(d.k), str(d.tasks), pct(d.a), pct(d.b), _points(d.delta),
-                             f"[{_points(d.lo)}, {_points(d.hi)}]", f"{d.p_value:.3g}",
-                             _points(arm.acc_delta[g].get(str(d.k)))])
+                rows.append([g, arm.label, str(d.k), str(d.tasks), pct(d.a), pct(d.b), _points(d.delta, digits),
+                             f"[{_points(d.lo, digits)}, {_points(d.hi, digits)}]", f"{d.p_value:.2g}",
+                             _points(arm.acc_delta[g].get(str(d.k)), digits)])
     return rows
 
 
@@ -470,14 +470,23 @@ def to_markdown(c: AblationComparison) -> str:
 
 
 def to_rich(c: AblationComparison) -> Group:
-    vh, dh = _headers(c)
-    values = Table(title="pass@k and Acc@k per variant (%)", title_justify="left")
-    deltas = Table(title=f"difference from {c.baseline} (points)", title_justify="left")
-    for table, header in ((values, vh), (deltas, dh)):
-        for i, col in enumerate(header):
-            table.add_column(col, justify="left" if i < 2 else "right")
-    for row in value_rows(c):
-        values.add_row(*row, style="bold" if row[0] == "overall" else None)
-    for row in delta_rows(c):
-        deltas.add_row(*row, style="bold" if row[0] == "overall" else None)
+    """Two tables, groups as bold heading rows so they fit an 80-column terminal."""
+    vh, _ = _headers(c)
+    values = _grouped_table("pass@k and Acc@k per variant (%)", vh[1:], value_rows(c))
+    dh = ["variant", "k", "tasks", "Δ", "95% CI", "p", "Δ acc"]
+    rows = [[r[0], *r[1:4], *r[6:]] for r in delta_rows(c, digits=1)]  # the arms' values are above
+    deltas = _grouped_table(f"pass@k of each variant minus {c.baseline} (points)", dh, rows)
     return Group(values, Text(""), deltas, Text(NOTE, style="dim"))
+
+
+def _grouped_table(title: str, header: list[str], rows: list[list[str]]) -> Table:
+    table = Table(title=title, title_justify="left")
+    for i, col in enumerate(header):
+        table.add_column(col, justify="left" if i == 0 else "right", no_wrap=i == 0 or col == "95% CI")
+    group = None
+    for row in rows:
+        if row[0] != group:
+            group = row[0]
+            table.add_row(Text(group, style="bold"), *([""] * (len(header) - 1)))
+        table.add_row("  " + row[1], *row[2:])
+    return table

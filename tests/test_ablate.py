@@ -1,7 +1,7 @@
 """`coderun ablate` on the built-in cachetools tasks, against a fake OpenAI-compatible server on 127.0.0.1.
 
 The fake plays a model that only succeeds with context: for a prompt that shows context it answers the
-task's original function, for one without it a body that returns None. Tasks are the real built-in ones,
+task's original function, for one without it a body that raises. Tasks are the real built-in ones,
 in the real $CODERUN_HOME (built here when missing); evaluation uses the local backend with two workers.
 """
 
@@ -42,12 +42,13 @@ def cachetools():
 
 
 def _context_model(by_header: dict[str, Task]):
-    """Original function when the prompt shows context, `return None` otherwise."""
+    """Original function when the prompt shows context, a body that raises otherwise (a body returning None
+    would make a cache's eviction loop spin until the test timeout)."""
     def answer(endpoint: str, body: dict) -> str:
         user = last_user_message(body)
         header = user.rsplit("```python\n", 1)[1].rsplit("```", 1)[0]
         task = by_header[header]
-        code = task.source if CONTEXT_MARK in user else header + "    return None\n"
+        code = task.source.rstrip() + "\n" if CONTEXT_MARK in user else header + "    raise NotImplementedError\n"
         return f"Here it is:\n```python\n{code}```\n"
     return answer
 
@@ -91,7 +92,7 @@ def test_oracle_context_beats_none_with_a_ci_excluding_zero(cachetools, tmp_path
                                                             "class_runnable", "file_runnable", "project_runnable"}
     oracle = next(a for a in c["arms"] if a["label"] == "oracle:original")
     assert oracle["groups"]["overall"]["acc@k"]["1"] is not None
-    assert "difference from none:original" in output and "95% CI" in output
+    assert "minus none:original" in output and "95% CI" in output
     md = (out / "comparison.md").read_text()
     assert "| overall | oracle:original | 1 |" in md
 

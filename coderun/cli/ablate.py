@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import typer
+from rich.console import Console
 
 from coderun.ablation import (
     AblationRequest,
@@ -85,6 +87,8 @@ def ablate(
     if as_json:
         print_json(comparison.model_dump(mode="json", by_alias=True))
         return
-    console.print(to_rich(comparison))
+    # Not a terminal (a pipe, a file): rich would wrap at 80 columns; tables read better unwrapped.
+    out = console if console.is_terminal else Console(file=sys.stdout, width=160)
+    out.print(to_rich(comparison))
     console.print(f"comparison: {req.out_dir / 'comparison.md'} (and comparison.json); "
                   f"any two runs: coderun report {outcomes[0].run_dir} {outcomes[-1].run_dir}")
