@@ -158,6 +158,7 @@ class Metadata:
     tests_require: list[str] = field(default_factory=list)
     build: str | None = None       # the file that builds the project, if any
     vcs_version: bool = False      # the version comes from git tags (the build copy has no .git)
+    namespace: bool = False        # setup.py declares namespace_packages
     package_dir: str | None = None  # e.g. "src"
     test_suite: str | None = None
     read_files: list[str] = field(default_factory=list)  # requirement files setup.py reads
@@ -396,6 +397,7 @@ def _apply_setup_kwargs(kwargs: dict[str, object], meta: Metadata, *, complete: 
     pdir = kwargs.get("package_dir")
     if isinstance(pdir, dict) and isinstance(pdir.get(""), str):
         meta.package_dir = pdir[""].strip("/")
+    meta.namespace |= bool(kwargs.get("namespace_packages"))
     if isinstance(kwargs.get("test_suite"), str):
         meta.test_suite = kwargs["test_suite"]  # type: ignore[assignment]
     if "use_scm_version" in kwargs or "setuptools_scm" in str(kwargs.get("setup_requires", "")):
@@ -573,7 +575,7 @@ class _Builder:
         if import_root != ".":
             data["import_root"] = import_root
         tests, plugins, imported = self.tests_section(import_root)
-        install = self.install_section(plugins, imported)
+        install = self.install_section(plugins, imported, import_root)
         if install:
             data["install"] = install
         data["tests"] = tests
@@ -835,11 +837,15 @@ class _Builder:
 
     # -- install -----------------------------------------------------------------------------------
 
-    def install_section(self, plugins: list[str], imported: list[str]) -> dict:
+    def install_section(self, plugins: list[str], imported: list[str], import_root: str) -> dict:
         install: dict[str, object] = {}
         meta = self.meta
         runtime: list[str] = []
-        if meta.build and not (meta.vcs_version and not (self.tree / "PKG-INFO").is_file()):
+        namespace = meta.namespace or any(
+            re.search(r"declare_namespace|extend_path", (self.tree / p / "__init__.py").read_text(errors="replace"))
+            for p in self.packages(import_root)[0] if (self.tree / p / "__init__.py").is_file())
+        vcs = meta.vcs_version and not (self.tree / "PKG-INFO").is_file()
+        if meta.build and not vcs and not namespace:
             install["project"] = True
             self.note("install", f"project: the {meta.build} build installs the project's own dependencies")
             extras = [e for e in _TEST_EXTRAS if e in meta.extras][:1]
@@ -847,7 +853,10 @@ class _Builder:
                 install["extras"] = extras
                 self.note("install", f"extras: the {extras[0]!r} extra holds test dependencies")
         else:
-            if meta.build:
+            if meta.build and namespace:
+                self.note("install", "namespace packages: an installed copy would shadow the tree's, so the "
+                          "dependencies are listed instead of installing the project")
+            elif meta.build:
                 self.note("install", f"the version comes from git tags, which a build copy lacks: the "
                           f"dependencies are listed instead of building {meta.build}")
             runtime = list(meta.dependencies or [])
@@ -882,6 +891,11 @@ class _Builder:
         reqs = dedupe([*runtime, *inline, *meta.tests_require, *tox, *plugins, *imported],
                       skip=[*([] if runtime else declared), *(meta.name and [meta.name] or [])])
         reqs = [r for r in reqs if _valid_req(r) and not _NOT_FOR_TESTS.match(dist_key(r))]
+        if namespace and any("pkg_resources" in (self.tree / p / "__init__.py").read_text(errors="replace")
+                             for p in self.packages(import_root)[0] if (self.tree / p / "__init__.py").is_file()):
+            # setuptools releases from 2024 on drop or deprecate pkg_resources, which such packages import.
+            reqs = [r for r in reqs if dist_key(r) != "setuptools"] + ["setuptools<70"]
+            self.note("install", "setuptools<70: the namespace packages import pkg_resources")
         if imported:
             self.note("install", f"imported by the tests and declared nowhere: {', '.join(imported)}")
         if reqs:
