@@ -19,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from coderun.config import Settings
 from coderun.envs.local import LocalEnv, build_local_env, find_local_env, load_baseline
-from coderun.errors import SandboxError, TaskError
+from coderun.errors import SandboxError
 from coderun.manifest import Manifest
 from coderun.records import Level, Record, Task, TaskStatus
 from coderun.tasks import store
@@ -175,12 +175,13 @@ def _runner(manifest: Manifest, settings: Settings, backend: str, env: LocalEnv,
     """A TestRunner backed by the evaluation's sandbox and `run_sample`."""
     import warnings
 
+    from coderun.runner.evaluate import project_sandbox_spec
     from coderun.runner.execute import run_sample
     from coderun.runner.sandbox import create_sandbox
     from coderun.runner.sandbox.local import UntrustedCodeWarning
     from coderun.testrun import test_env
 
-    spec = _sandbox_spec(manifest, settings, backend, env)
+    spec = project_sandbox_spec(manifest, settings, backend)  # exactly the evaluation's sandbox
     counter = iter(range(1, 1 << 30))
     tree = env.checkout.path
     t_env = {k: v for k, v in test_env(manifest, tree).items() if k != "PYTHONPATH"}
@@ -204,22 +205,6 @@ def _runner(manifest: Manifest, settings: Settings, backend: str, env: LocalEnv,
         sandbox = create_sandbox(backend, spec)
         with sandbox:
             yield run
-
-
-def _sandbox_spec(manifest: Manifest, settings: Settings, backend: str, env: LocalEnv):
-    from coderun.runner.sandbox import SandboxSpec
-
-    import_root = "" if manifest.import_root in ("", ".") else manifest.import_root
-    if backend == "local":
-        return SandboxSpec(project=manifest.name, project_dir=str(env.checkout.path), python=str(env.python),
-                           import_root=import_root)
-    if backend == "docker":
-        from coderun.envs.docker import build_project_image, find_project_image
-
-        image = find_project_image(manifest, settings) or build_project_image(manifest, settings)
-        return SandboxSpec(project=manifest.name, project_dir=image.workdir, python=image.python_path,
-                           import_root=import_root, image=image.tag)
-    raise TaskError(f"unknown backend {backend!r}; use local or docker")
 
 
 def _task(manifest: Manifest, env: LocalEnv, c: Candidate, tests: list[str], kind: str, covmap: CoverageMap,
