@@ -81,7 +81,7 @@ def main() -> None:
             assert again.built == (), f"{name}: the second build was not a cache hit ({again.built})"
             size = _size_mb(client, image.tag)
             counts = image.baseline.counts()
-            rows.append((f"{name} ({counts['passed']} passed, {counts['failed']} failed)", cold, warm,
+            rows.append((f"{manifest.name} ({counts['passed']} passed, {counts['failed']} failed)", cold, warm,
                          size, size - base_size))
     finally:
         print_table(rows)
