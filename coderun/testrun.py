@@ -43,13 +43,24 @@ def test_env(manifest: Manifest, tree: str | Path) -> dict[str, str]:
             **manifest.tests.env}
 
 
-def _nodeid(case: ET.Element) -> str:
+def _nodeid(case: ET.Element, rootdir: Path | None) -> str:
+    """pytest's node id for a junit testcase.
+
+    `classname` names the module and classes that *collected* the test; junit's `file` names where the test
+    function is *defined*, which differs for tests inherited from a mixin in another module. So the module is
+    found from `classname` against the rootdir when there is one.
+    """
     name = case.get("name", "")
-    file = case.get("file")
     classname = case.get("classname", "")
-    if not file:  # xunit2: best effort from the dotted class name
-        parts = classname.split(".")
-        return "/".join(parts) + ".py::" + name if parts != [""] else name
+    parts = [p for p in classname.split(".") if p]
+    if rootdir is not None:
+        for i in range(len(parts), 0, -1):
+            candidate = "/".join(parts[:i]) + ".py"
+            if (rootdir / candidate).is_file():
+                return "::".join([candidate, *parts[i:], name])
+    file = case.get("file")
+    if not file:  # xunit2 without a rootdir: best effort from the dotted class name
+        return "/".join(parts) + ".py::" + name if parts else name
     module = file[:-3].replace("/", ".") if file.endswith(".py") else file
     classes = classname[len(module) + 1:] if classname.startswith(module + ".") else ""
     return "::".join([file, *(c for c in classes.split(".") if c), name])
@@ -64,15 +75,19 @@ def _outcome(case: ET.Element) -> tuple[str, str]:
     return "passed", ""
 
 
-def parse_junit(path: str | Path) -> list[TestOutcome]:
-    """Per-test outcomes from a pytest junit file; a test with several entries keeps its worst."""
+def parse_junit(path: str | Path, rootdir: str | Path | None = None) -> list[TestOutcome]:
+    """Per-test outcomes from a pytest junit file; a test with several entries keeps its worst.
+
+    `rootdir` is the tree the tests ran in (as seen from here), used to name inherited tests right.
+    """
+    root = Path(rootdir) if rootdir is not None else None
     try:
-        root = ET.parse(path).getroot()
+        xml = ET.parse(path).getroot()
     except (OSError, ET.ParseError) as e:
         raise EnvironmentBuildError(f"cannot read the junit report {path}: {e}") from None
     merged: dict[str, TestOutcome] = {}
-    for case in root.iter("testcase"):
-        nodeid = _nodeid(case)
+    for case in xml.iter("testcase"):
+        nodeid = _nodeid(case, root)
         outcome, message = _outcome(case)
         t = TestOutcome(nodeid=nodeid, outcome=outcome, duration=float(case.get("time") or 0),
                         message=message)

@@ -51,3 +51,19 @@ def test_env_build_cli_and_failing_install(tmp_path, monkeypatch):
     result = runner.invoke(app, ["env", "build", str(bad)])
     assert result.exit_code == EnvironmentBuildError.exit_code
     assert "pip install failed" in result.output and "full log:" in result.output
+
+
+def test_inherited_tests_get_pytests_node_ids(tmp_path):
+    """junit's `file` names a mixin's module for inherited tests; node ids must name the collecting module."""
+    from coderun.testrun import parse_junit
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "__init__.py").write_text("class Mixin:\n    def test_a(self):\n        pass\n")
+    (tmp_path / "tests" / "test_x.py").write_text("")
+    junit = tmp_path / "j.xml"
+    junit.write_text('<testsuites><testsuite><testcase classname="tests.test_x.XTest" name="test_a" '
+                     'file="tests/__init__.py" line="1" time="0.1"/><testcase classname="tests.test_x" '
+                     'name="test_b[1]" file="tests/test_x.py" time="0.2"><failure message="boom"/></testcase>'
+                     '</testsuite></testsuites>')
+    got = {t.nodeid: t.outcome for t in parse_junit(junit, rootdir=tmp_path)}
+    assert got == {"tests/test_x.py::XTest::test_a": "passed", "tests/test_x.py::test_b[1]": "failed"}

@@ -381,7 +381,7 @@ def read_baseline(plan: ImagePlan, client: docker.DockerClient, settings: Settin
     with tempfile.NamedTemporaryFile(suffix=".xml") as junit:
         junit.write(files["junit.xml"])
         junit.flush()
-        tests = parse_junit(junit.name)
+        tests = parse_junit(junit.name, rootdir=plan.checkout.path)  # the same tree as /work/project
     return Baseline(project=m.name, commit=plan.checkout.commit,
                     python=files.get("python_version", m.python.encode()).decode().strip(),
                     backend="docker", tests=tests, ignored=[t.test for t in m.tests.ignore],

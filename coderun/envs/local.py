@@ -208,5 +208,5 @@ def run_baseline(manifest: Manifest, env: LocalEnv, tree: Path, venv_env: dict[s
             log_path=str(log), log_tail=_tail(log), hint="check tests.paths and tests.args in the manifest")
     return Baseline(project=manifest.name, commit=env.checkout.commit,
                     python=_version_of(str(env.python)) or manifest.python, backend="local",
-                    tests=parse_junit(junit), ignored=[t.test for t in manifest.tests.ignore],
+                    tests=parse_junit(junit, rootdir=tree), ignored=[t.test for t in manifest.tests.ignore],
                     duration=round(time.monotonic() - started, 2), exit_code=proc.returncode)
