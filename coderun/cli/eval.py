@@ -14,6 +14,7 @@ from coderun.records import Level, VerdictKind
 from coderun.runner.evaluate import EvalRequest, RunSummary, execute, start_run
 from coderun.runner.metrics import UnderK, parse_ks
 from coderun.runner.store import RunStore, resolve_run_dir
+from coderun.runner.workers import EXECUTORS
 
 
 def default_backend() -> str:
@@ -39,6 +40,9 @@ def eval_command(
     backend: str = typer.Option(None, "--backend", "-b", help="docker or local (default: docker when an "
                                 "engine answers, else local)."),
     jobs: int = typer.Option(os.cpu_count() or 1, "--jobs", "-j", help="Parallel workers."),
+    executor: str = typer.Option("workers", "--executor", help="workers: a long-lived worker per project and "
+                                 "slot forks a child per unique sample; naive: a fresh sandbox for every sample "
+                                 "(the reference)."),
     k: str = typer.Option("1,5,10", "-k", help="Comma-separated k for pass@k."),
     under_k: UnderK = typer.Option(UnderK.EXCLUDE, "--under-k", help="Tasks with fewer than k samples: "
                                    "exclude them, or count them CoderEval's way."),
@@ -59,16 +63,19 @@ def eval_command(
                           "samples already have a verdict")
     else:
         store = _start(s, samples, ground_truth, blank, project, level, backend, jobs, include_weak, run_dir,
-                       label)
+                       label, executor)
     backend_used = str(store.info().config.get("backend"))
     if backend_used == "local":
         err_console.print("[yellow]local backend: samples run as your user, without isolation; use it for "
                           "trusted code or inside a disposable machine (see README, threat model)[/]")
     summary = _execute(store, s, jobs if resume else None)
+    for note in summary.problems:
+        _problem(note)
     _finish(store, ks, under_k, summary, as_json)
 
 
-def _start(s, samples, ground_truth, blank, project, level, backend, jobs, include_weak, run_dir, label):
+def _start(s, samples, ground_truth, blank, project, level, backend, jobs, include_weak, run_dir, label,
+           executor="workers"):
     from coderun.tasks import load_tasks
 
     lv = Level.parse(level) if level else None
@@ -80,9 +87,11 @@ def _start(s, samples, ground_truth, blank, project, level, backend, jobs, inclu
         tasks = _build_missing_tasks(s, names, lv, include_weak)
     req = EvalRequest(samples=samples, ground_truth=ground_truth, blank=blank, projects=tuple(names), level=lv,
                       backend=backend or default_backend(), jobs=jobs, include_weak=include_weak,
-                      run_dir=run_dir, label=label)
+                      run_dir=run_dir, label=label, executor=executor)
     if req.backend not in ("local", "docker"):
         raise UsageError(f"unknown backend {req.backend!r}; use local or docker")
+    if req.executor not in EXECUTORS:
+        raise UsageError(f"unknown executor {req.executor!r}; use {' or '.join(EXECUTORS)}")
     store, summary = start_run(req, s, tasks, on_problem=_problem)
     if summary.skipped_samples:
         err_console.print(f"{summary.skipped_samples} samples are for tasks outside the selection and were "

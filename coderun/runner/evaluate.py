@@ -12,15 +12,10 @@ one sample at a time, so a killed run loses nothing that finished and `--resume`
 
 from __future__ import annotations
 
-import contextlib
-import queue
 import re
 import textwrap
-import threading
 import time
-import warnings
-from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,13 +24,14 @@ from coderun.config import Settings
 from coderun.errors import SandboxError, TaskError, UsageError
 from coderun.manifest import Manifest, find_manifest
 from coderun.records import Evidence, Level, Task, Verdict, VerdictKind
-from coderun.runner.execute import run_sample
+from coderun.runner.execute import SampleRun
 from coderun.runner.grade import grade, grade_unspliceable
 from coderun.runner.samples import read_samples, resolver_from_tasks
-from coderun.runner.sandbox import Sandbox, SandboxSpec, create_sandbox
+from coderun.runner.sandbox import SandboxSpec
 from coderun.runner.splice import splice
 from coderun.runner.store import Result, RunInfo, RunStore, RunTask, Sample, code_hash, new_run_id
 from coderun.runner.taxonomy import SpliceSite
+from coderun.runner.workers import NaivePool, WorkerPool, make_pool
 from coderun.sources import checkout
 from coderun.testrun import test_env
 
@@ -55,6 +51,7 @@ class EvalRequest:
     include_weak: bool = False
     run_dir: Path | None = None
     label: str = ""
+    executor: str = "workers"
 
 
 @dataclass
@@ -105,7 +102,8 @@ def _config(req: EvalRequest, tasks: list[Task], settings: Settings) -> dict:
     manifests = {p: str(find_manifest(p, settings).origin) for p in projects}
     return {"samples": str(req.samples) if req.samples else None, "ground_truth": req.ground_truth,
             "blank": req.blank, "level": req.level.value if req.level else None, "backend": req.backend,
-            "jobs": req.jobs, "include_weak": req.include_weak, "manifests": manifests}
+            "jobs": req.jobs, "include_weak": req.include_weak, "manifests": manifests,
+            "executor": req.executor}
 
 
 def _samples(req: EvalRequest, tasks: list[Task], summary: RunSummary,
@@ -173,25 +171,30 @@ def execute(store: RunStore, settings: Settings, *, jobs: int | None = None,
     backend = str(config.get("backend") or "local")
     jobs = max(1, int(jobs or config.get("jobs") or 1))
     tasks = {t.task_id: t.task for t in store.tasks() if t.task is not None}
-    units = _units(store, tasks)
+    executor = str(config.get("executor") or "workers")
+    units = _units(store, tasks, dedupe=executor != "naive")  # naive: every sample runs, as the reference
     summary = RunSummary(store.path)
     projects = _projects(sorted({u.task.project for u in units}), config, settings, backend, tasks)
-    with _SandboxPool(backend, projects, jobs) as pool:
-        _run_units(units, store, pool, projects, jobs, summary, progress)
+    with make_pool(executor, backend, {n: p.spec for n, p in projects.items()}, jobs) as pool:
+        try:
+            _run_units(units, store, pool, projects, jobs, summary, progress)
+        finally:
+            summary.problems += pool.notes  # samples that fell back from workers to the naive path
     return summary
 
 
-def _units(store: RunStore, tasks: dict[str, Task]) -> list[_Unit]:
+def _units(store: RunStore, tasks: dict[str, Task], dedupe: bool = True) -> list[_Unit]:
     infra = {(r.task_id, r.index) for r in store.results() if r.verdict == VerdictKind.INFRA}
     done = {(r.task_id, r.index) for r in store.results()} - infra
-    groups: dict[tuple[str, str], _Unit] = {}
+    groups: dict[tuple, _Unit] = {}
     for s in store.samples():
         if (s.task_id, s.index) in done:
             continue
         task = tasks.get(s.task_id)
         if task is None:
             raise TaskError(f"{store.path}: sample for {s.task_id}, which the run does not record")
-        unit = groups.setdefault((s.task_id, s.hash), _Unit(task, s.code, []))
+        key = (s.task_id, s.hash) if dedupe else (s.task_id, s.hash, s.index)
+        unit = groups.setdefault(key, _Unit(task, s.code, []))
         unit.samples.append(s)
     return sorted(groups.values(), key=lambda u: -u.cost)  # longest first keeps every worker busy
 
@@ -237,47 +240,7 @@ def _top_level_packages(root: Path) -> frozenset[str]:
     return frozenset(names)
 
 
-class _SandboxPool:
-    """Up to `jobs` long-lived sandboxes per project, lent to one sample at a time."""
-
-    def __init__(self, backend: str, projects: dict[str, _Project], jobs: int):
-        self.backend, self.projects, self.jobs = backend, projects, jobs
-        self._free: dict[str, queue.SimpleQueue[Sandbox]] = defaultdict(queue.SimpleQueue)
-        self._all: list[Sandbox] = []
-        self._lock = threading.Lock()
-
-    def __enter__(self) -> _SandboxPool:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for sb in self._all:
-            with contextlib.suppress(Exception):  # closing is best effort; a crash must not hide exc
-                sb.close()
-
-    @contextlib.contextmanager
-    def lend(self, project: str) -> Iterator[Sandbox]:
-        try:
-            sb = self._free[project].get_nowait()
-        except queue.Empty:
-            sb = self._new(project)
-        try:
-            yield sb
-        finally:
-            self._free[project].put(sb)
-
-    def _new(self, project: str) -> Sandbox:
-        with self._lock:
-            spec = self.projects[project].spec
-            slot = sum(1 for s in self._all if s.spec.project == project)
-            sb = create_sandbox(self.backend, SandboxSpec(**{**spec.__dict__, "slot": slot}))
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # the CLI says once that local does not isolate
-                sb.start()
-            self._all.append(sb)
-            return sb
-
-
-def _run_units(units: list[_Unit], store: RunStore, pool: _SandboxPool, projects: dict[str, _Project],
+def _run_units(units: list[_Unit], store: RunStore, pool: WorkerPool | NaivePool, projects: dict[str, _Project],
                jobs: int, summary: RunSummary, progress: Callable[[Result], None]) -> None:
     consecutive_infra = 0
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="coderun-eval") as ex:
@@ -315,7 +278,7 @@ def _slug(task_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", task_id).strip("_")
 
 
-def _evaluate_unit(unit: _Unit, store: RunStore, pool: _SandboxPool, project: _Project) -> list[Result]:
+def _evaluate_unit(unit: _Unit, store: RunStore, pool: WorkerPool | NaivePool, project: _Project) -> list[Result]:
     task, first = unit.task, unit.samples[0]
     started = time.monotonic()
     original = (project.tree / task.file).read_text(encoding="utf-8")
@@ -339,15 +302,15 @@ def _evaluate_unit(unit: _Unit, store: RunStore, pool: _SandboxPool, project: _P
     return _record(store, unit, verdict, evidence, spliced_path, log_path, time.monotonic() - started)
 
 
-def _run(unit: _Unit, pool: _SandboxPool, project: _Project, new_source: str, log_path: Path) -> Evidence:
+def _run(unit: _Unit, pool: WorkerPool | NaivePool, project: _Project, new_source: str,
+         log_path: Path) -> Evidence:
     task, manifest = unit.task, project.manifest
     per_test, total = _timeouts(task, manifest)
     env = {k: v for k, v in test_env(manifest, project.tree).items() if k != "PYTHONPATH"}
+    run = SampleRun(relfile=task.file, new_source=new_source, nodeids=list(task.tests), timeout=total,
+                    per_test_timeout=per_test, env=env, pytest_args=tuple(manifest.tests.args), log_path=log_path)
     try:
-        with pool.lend(task.project) as sb:
-            return run_sample(sb, relfile=task.file, new_source=new_source, nodeids=task.tests, timeout=total,
-                              per_test_timeout=per_test, env=env, pytest_args=manifest.tests.args,
-                              log_path=log_path)
+        return pool.run(task.project, run)
     except SandboxError as e:  # the sandbox could not even start
         return Evidence(expected=task.tests, infra_error=str(e))
 

@@ -330,6 +330,23 @@ class DockerSandbox(Sandbox):
         except Exception as e:  # reported to the caller as a broken sandbox
             failure.append(e)
 
+    def open_stream(self, cmd: list[str], *, env: dict[str, str]):
+        """Start a long-lived process as the sample user with stdin open (coderun's per-project worker).
+        Returns the attach socket: write to `._sock`, read docker's multiplexed stdout/stderr frames.
+        The caller bounds it in time; `kill_sample_processes` ends it."""
+        import docker.errors
+
+        try:
+            exec_id = self._api.exec_create(self._cid(), cmd, user=SAMPLE_USER, workdir="/", environment=env,
+                                            stdout=True, stderr=True, stdin=True, tty=False)["Id"]
+            return self._stream_api.exec_start(exec_id, socket=True)
+        except docker.errors.DockerException as e:
+            raise SandboxError(f"cannot start a worker in the container: {e}") from None
+
+    def kill_sample_processes(self) -> None:
+        """SIGKILL every process of the sample user in the container."""
+        self._kill_leftovers()
+
     def _kill_leftovers(self) -> None:
         import docker.errors
 
