@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import uuid
 
 import pytest
 from typer.testing import CliRunner
@@ -22,7 +23,10 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 runner = CliRunner()
 
 
-def _manifest(root, name="calc", extra_tests=""):
+def _manifest(root, extra_tests=""):
+    """The tiny project under a name of its own per test session: image tags are global to the
+    engine, so a fixed name would make a later session's "first build" a cache hit."""
+    name = (root / "name").read_text()
     f = root / f"{name}.yaml"
     f.write_text(f"name: {name}\nsource: {{path: calc}}\npython: '{HOST_PYTHON}'\n"
                  f"tests:\n  paths: [tests]\n{extra_tests}")
@@ -40,6 +44,7 @@ def project(tmp_path_factory, docker_engine):
     """A tiny local project and the first build of its image (home and project in a temp dir)."""
     root = tmp_path_factory.mktemp("docker-project")
     write_tree(root / "calc", TINY_PROJECT)
+    (root / "name").write_text(f"calc-{uuid.uuid4().hex[:8]}")
     mp = pytest.MonkeyPatch()
     mp.setenv("CODERUN_HOME", str(root / "home"))
     settings = load_settings()
@@ -47,6 +52,9 @@ def project(tmp_path_factory, docker_engine):
     first = build_project_image(manifest, settings, client=docker_engine)
     yield root, settings, manifest, first
     mp.undo()
+    for image in docker_engine.images.list(name=first.tag.split(":")[0]):
+        for tag in image.tags:
+            docker_engine.images.remove(tag, force=True)
 
 
 def test_base_image_for_host_python(docker_engine, tmp_path):
