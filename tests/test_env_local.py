@@ -35,6 +35,11 @@ def test_build_records_baseline_and_is_reused(tmp_path, monkeypatch):
     assert meta["build_seconds"] > 0
     # The project is imported from the tree, never installed into the venv.
     assert not list((env.path / "venv").glob("lib/python*/site-packages/calc"))
+    # A changed `tests` section records the baseline again and keeps the venv.
+    pip_log = (env.logs / "pip.log").stat().st_mtime_ns
+    again = build_local_env(tiny_manifest(tmp_path), s)
+    assert again.path == env.path and (env.logs / "pip.log").stat().st_mtime_ns == pip_log
+    assert load_baseline(again).counts()["passed"] == 3 and find_local_env(tiny_manifest(tmp_path), s) == again
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ function is what the tests see, never an installed version.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -42,6 +43,7 @@ class LocalEnv:
     python: Path
     checkout: Checkout
     key: str
+    tests_key: str = ""    # hash of the manifest's `tests` section the baseline was recorded with
 
     @property
     def baseline_path(self) -> Path:
@@ -52,8 +54,18 @@ class LocalEnv:
         return self.path / "logs"
 
     @property
+    def installed(self) -> bool:
+        return (self.path / "env.json").is_file()
+
+    @property
     def ready(self) -> bool:
-        return (self.path / "env.json").is_file() and self.baseline_path.is_file()
+        """Installed, with a baseline recorded under the current `tests` section of the manifest."""
+        if not (self.installed and self.baseline_path.is_file()):
+            return False
+        try:
+            return json.loads((self.path / "env.json").read_text()).get("tests_key") == self.tests_key
+        except (OSError, ValueError):
+            return False
 
 
 def _env_for(manifest: Manifest, settings: Settings, co: Checkout) -> LocalEnv:
@@ -61,7 +73,9 @@ def _env_for(manifest: Manifest, settings: Settings, co: Checkout) -> LocalEnv:
     # The interpreter actually used is part of the key: installing python3.9 later rebuilds.
     key = manifest.install_hash(co.commit, ENV_RECIPE_VERSION, _version_of(str(interpreter)) or "")
     path = settings.envs / f"{manifest.name}-{key}"
-    return LocalEnv(manifest.name, path, path / "venv" / "bin" / "python", co, key)
+    # The venv depends on the install spec only; the baseline also on how the tests are run.
+    tests_key = hashlib.sha256(manifest.tests.model_dump_json().encode()).hexdigest()[:16]
+    return LocalEnv(manifest.name, path, path / "venv" / "bin" / "python", co, key, tests_key)
 
 
 def find_local_env(manifest: Manifest, settings: Settings) -> LocalEnv | None:
@@ -159,6 +173,8 @@ def build_local_env(manifest: Manifest, settings: Settings, *, force: bool = Fal
     env = _env_for(manifest, settings, co)
     if env.ready and not force:
         return env
+    if env.installed and not force:
+        return _rerun_baseline(manifest, env)
     python, exact = find_python(manifest.python)
     if not exact:
         warn(f"warning: no python{manifest.python} on PATH; {manifest.name} is built with "
@@ -188,10 +204,26 @@ def build_local_env(manifest: Manifest, settings: Settings, *, force: bool = Fal
         with steps.step("baseline test run"):
             baseline = run_baseline(manifest, env, tree, venv_env)
     env.baseline_path.write_text(baseline.model_dump_json(indent=1))
-    meta = {"project": manifest.name, "key": env.key, "commit": co.commit, "python": str(python),
+    meta = {"project": manifest.name, "key": env.key, "tests_key": env.tests_key, "commit": co.commit,
+            "python": str(python),
             "python_version": _version_of(str(env.python)), "exact_python": exact,
             "build_seconds": round(time.monotonic() - started, 1), "counts": baseline.counts()}
     (env.path / "env.json").write_text(json.dumps(meta, indent=1))
+    return env
+
+
+def _rerun_baseline(manifest: Manifest, env: LocalEnv) -> LocalEnv:
+    """The manifest's `tests` changed but not its install spec: record the baseline again, keep the venv."""
+    with Steps(f"env {manifest.name}") as steps, tempfile.TemporaryDirectory(prefix="coderun-build-") as tmp:
+        tree = Path(tmp) / "tree"
+        shutil.copytree(env.checkout.path, tree, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+        with steps.step("baseline test run (tests changed)"):
+            baseline = run_baseline(manifest, env, tree, _venv_env(env.path / "venv"))
+    env.baseline_path.write_text(baseline.model_dump_json(indent=1))
+    meta_path = env.path / "env.json"
+    meta = json.loads(meta_path.read_text())
+    meta.update(tests_key=env.tests_key, counts=baseline.counts())
+    meta_path.write_text(json.dumps(meta, indent=1))
     return env
 
 
