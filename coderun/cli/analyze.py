@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from coderun.analyzers import FunctionInfo, ProjectAnalysis, analyze_cached
 from coderun.cli._common import JsonOption, ProjectsDirOption, console, err_console, print_json, settings
 from coderun.envs.local import find_local_env
 from coderun.errors import UsageError
 from coderun.manifest import find_manifest
 from coderun.sources import checkout
+
+if TYPE_CHECKING:
+    from coderun.analyzers import FunctionInfo, ProjectAnalysis
 
 
 def analyze(project: str = typer.Argument(..., help="Project name or manifest path."),
@@ -43,6 +46,8 @@ def _run(co, s, python: Path | None, use_jedi: bool, import_root: str) -> Projec
 
         def progress(file: str, done: int, total: int) -> None:
             bar.update(task, completed=done, total=total, file=file)
+
+        from coderun.analyzers import analyze_cached  # tree-sitter and jedi: only for this command
 
         return analyze_cached(co, s, python=python, use_jedi=use_jedi, import_root=import_root,
                               progress=progress)

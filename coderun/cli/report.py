@@ -10,7 +10,6 @@ import typer
 from coderun.cli._common import console, err_console, settings
 from coderun.errors import UsageError
 from coderun.report import build_report, compare
-from coderun.report.html import to_html
 from coderun.report.render import per_sample_json, to_json, to_markdown, to_rich
 from coderun.runner.metrics import UnderK, parse_ks
 from coderun.runner.store import RunStore, resolve_run_dir
@@ -51,6 +50,8 @@ def report(
     elif fmt is Format.MD:
         text = to_markdown(reports, comparisons)
     elif fmt is Format.HTML:
+        from coderun.report.html import to_html  # matplotlib: imported only when drawing
+
         text = to_html(reports, comparisons, output)
     else:
         if output is None:
