@@ -279,9 +279,6 @@ class Worker:
                 with contextlib.suppress(OSError):
                     os.kill(p, signal.SIGKILL)
             time.sleep(0.02)
-        with contextlib.suppress(ChildProcessError):
-            while os.waitpid(-1, os.WNOHANG)[0]:
-                pass
 
     @staticmethod
     def processes() -> list[int]:

@@ -1,0 +1,95 @@
+"""The workers executor gives the same verdicts as the naive one, on both backends, for well-behaved and
+hostile samples alike; a sample that kills its worker is run again on the naive path, visibly."""
+
+from __future__ import annotations
+
+import pytest
+from sandbox_fixtures import BACKENDS, NODEIDS, spec_for, test_image, tiny_project, tiny_venv  # noqa: F401
+
+from coderun.records import VerdictKind
+from coderun.runner.execute import SampleRun
+from coderun.runner.grade import grade
+from coderun.runner.workers import NaivePool, WorkerPool
+
+GOOD = "def add(a, b):\n    return a + b\n"
+SAMPLES = {
+    "correct": GOOD,
+    "wrong": "def add(a, b):\n    return a - b\n",
+    "timeout": "def add(a, b):\n    while True:\n        pass\n",
+    "swallowed_alarm": ("def add(a, b):\n    while True:\n        try:\n            while True:\n"
+                        "                pass\n        except BaseException:\n            pass\n"),
+    "sys_exit_at_import": "import sys\nsys.exit(0)\n",
+    "os_exit_in_test": "import os\n\ndef add(a, b):\n    os._exit(0)\n",
+    "writes_conftest": ("import os\nwith open(os.path.join(os.path.dirname(__file__), '..', 'tests', 'conftest.py'),"
+                        " 'w') as f:\n    f.write('')\n\ndef add(a, b):\n    return a + b\n"),
+    "edits_tests": ("import os\np = os.path.join(os.path.dirname(__file__), '..', 'tests', 'test_mod.py')\n"
+                    "open(p, 'a').write('\\n')\n\ndef add(a, b):\n    return a + b\n"),
+    "thread_that_never_ends": ("import threading, time\n\ndef _spin():\n    while True:\n        time.sleep(0.1)\n\n"
+                               "threading.Thread(target=_spin).start()\n\ndef add(a, b):\n    return a + b\n"),
+    "atexit_exits_nonzero": ("import atexit, os\natexit.register(lambda: os._exit(3))\n\n"
+                             "def add(a, b):\n    return a + b\n"),
+    "background_process": ("import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', "
+                           "'import time; time.sleep(600)'], start_new_session=True)\n\n"
+                           "def add(a, b):\n    return a + b\n"),
+    "correct_after_hostile": GOOD,
+}
+
+
+def _run(name: str, source: str) -> SampleRun:
+    return SampleRun(relfile="pkg/mod.py", new_source=source, nodeids=list(NODEIDS), timeout=20,
+                     per_test_timeout=3, env={})
+
+
+def _verdicts(pool, names) -> dict[str, tuple[str, str | None]]:
+    out = {}
+    with pool:
+        for name in names:
+            v = grade(NODEIDS, pool.run("tiny", _run(name, SAMPLES[name])))
+            out[name] = (v.verdict.value, v.failure)
+    return out
+
+
+@pytest.fixture(params=BACKENDS, scope="module")
+def verdicts(request):
+    spec = spec_for(request.param, request)
+    names = list(SAMPLES)
+    workers = WorkerPool(request.param, {"tiny": spec}, jobs=1)
+    return _verdicts(workers, names), _verdicts(NaivePool(request.param, {"tiny": spec}, 1), names), workers
+
+
+def test_workers_and_naive_give_the_same_verdicts(verdicts):
+    workers, naive, _ = verdicts
+    assert workers == naive
+
+
+def test_only_the_correct_samples_pass(verdicts):
+    workers, _, _ = verdicts
+    passed = {n for n, (v, _) in workers.items() if v == VerdictKind.PASS.value}
+    assert passed == {"correct", "correct_after_hostile", "background_process"}
+    assert workers["timeout"][1].startswith("timeout")
+    assert workers["writes_conftest"][1].endswith("tampering")
+    assert workers["edits_tests"][1].endswith("tampering")
+
+
+def test_workers_ran_without_falling_back(verdicts):
+    _, _, pool = verdicts
+    assert pool.notes == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_sample_that_kills_its_worker_falls_back_to_naive(backend, request, tmp_path):
+    """A sample can kill the worker (same user); it must still get the naive path's verdict, visibly."""
+    spec = spec_for(backend, request)
+    killer = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n\ndef add(a, b):\n    return a + b\n"
+    pool = WorkerPool(backend, {"tiny": spec}, jobs=1)
+    with pool:
+        run = _run("killer", killer)
+        run = SampleRun(**{**run.__dict__, "log_path": tmp_path / "killer.log"})
+        evidence = pool.run("tiny", run)
+        after = grade(NODEIDS, pool.run("tiny", _run("good", GOOD)))
+    with NaivePool(backend, {"tiny": spec}, 1) as naive:
+        reference = grade(NODEIDS, naive.run("tiny", _run("killer", killer)))
+    assert grade(NODEIDS, evidence) == reference
+    assert after.verdict == VerdictKind.PASS
+    assert len(pool.notes) == 1 and "naive" in pool.notes[0]
+    assert "fallback from workers" in (tmp_path / "killer.log").read_text()
