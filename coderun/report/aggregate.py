@@ -67,6 +67,7 @@ class SampleRow(Model):
     spliced_path: str | None
     log_path: str | None
     duration: float
+    flags: list[str] = []   # static signs the code touches the test machinery, then what the run showed
 
 
 class TaskRow(Model):
@@ -122,7 +123,8 @@ def build_report(store: RunStore, ks: Sequence[int], under_k: UnderK = UnderK.EX
         return _group(ids, tasks, by_task, codes, ks, under_k)
 
     level_names = [lv.value for lv in Level if lv.value in groups]
-    rows = [_task_row(tasks[t], by_task[t], ks, under_k, info.run_id) for t in groups["overall"]]
+    flags = _flags(store, tasks)
+    rows = [_task_row(tasks[t], by_task[t], ks, under_k, info.run_id, flags) for t in groups["overall"]]
     with_context = sum(1 for t in groups["overall"] if tasks[t].oracle_context is not None)
     acc_note = None if with_context else ("Acc@k unavailable: the run has no oracle context for its tasks"
                                           + (" (imported without --dataset)" if info.kind.value == "imported" else ""))
@@ -173,12 +175,24 @@ def _acc(ids: list[str], tasks: dict[str, RunTask], codes: dict[str, list[str]],
                              **{kind: a.kinds[kind] for kind in CONTEXT_KINDS}) for k, a in table.items()}
 
 
-def _task_row(task: RunTask, results: list[Result], ks: Sequence[int], under_k: UnderK, run: str) -> TaskRow:
+def _flags(store: RunStore, tasks: dict[str, RunTask]) -> dict[tuple[str, int], list[str]]:
+    """Static flags of every sample's code (runner.flags: reported, never a verdict)."""
+    from coderun.runner.flags import sample_flags
+
+    return {(s.task_id, s.index): [f"static: {f}" for f in sample_flags(s.code, tasks[s.task_id].name.split(".")[-1])]
+            for s in store.samples() if s.task_id in tasks}
+
+
+def _task_row(task: RunTask, results: list[Result], ks: Sequence[int], under_k: UnderK, run: str,
+              flags: dict[tuple[str, int], list[str]] | None = None) -> TaskRow:
     n, c, infra = _counts(results)
     table = aggregate_pass_at_k({task.task_id: (n, c)} if n else {}, ks, under_k)
+    flags = flags or {}
     samples = [SampleRow(run=run, task_id=task.task_id, sample=r.index, level=task.level.value, verdict=r.verdict,
                          failure=r.failure, reason=r.reason, spliced_path=r.spliced_path, log_path=r.log_path,
-                         duration=r.duration) for r in sorted(results, key=lambda r: r.index)]
+                         duration=r.duration,
+                         flags=flags.get((r.task_id, r.index), []) + (r.evidence.tampering if r.evidence else []))
+               for r in sorted(results, key=lambda r: r.index)]
     return TaskRow(task_id=task.task_id, project=task.project, level=task.level.value, n=n, c=c, infra=infra,
                    pass_at_k={str(k): v.value for k, v in table.items()}, samples=samples)
 
