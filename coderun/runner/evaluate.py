@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coderun.config import Settings
-from coderun.errors import SandboxError, TaskError, UsageError
+from coderun.errors import SandboxError, StoreError, TaskError, UsageError
 from coderun.manifest import Manifest, find_manifest
 from coderun.records import Evidence, Level, Task, Verdict, VerdictKind
 from coderun.runner.execute import SampleRun
@@ -254,7 +254,7 @@ def _run_units(units: list[_Unit], store: RunStore, pool: WorkerPool | NaivePool
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for fut in finished:
                 running.pop(fut)
-                results = fut.result()
+                results = _finished(fut, store)
                 for r in results:
                     _count(summary, r)
                     progress(r)
@@ -266,6 +266,15 @@ def _run_units(units: list[_Unit], store: RunStore, pool: WorkerPool | NaivePool
                 raise SandboxError(
                     f"the sandbox failed {consecutive_infra} times in a row: {results[0].reason}",
                     hint=f"fix the engine or disk, then continue with `coderun eval --resume {store.path}`")
+
+
+def _finished(fut: Future, store: RunStore) -> list[Result]:
+    """A unit's results; a failed write into the run folder (a full disk) stops the run, resumable."""
+    try:
+        return fut.result()
+    except OSError as e:
+        raise StoreError(f"cannot write into the run folder {store.path}: {e.strerror or e}",
+                         hint=f"free some space, then continue with `coderun eval --resume {store.path}`") from None
 
 
 def _count(summary: RunSummary, r: Result) -> None:
