@@ -122,6 +122,8 @@ def test_samples_are_graded_deduplicated_and_bad_lines_reported(project, tmp_pat
         ("span", SPAN_OK), ("span", SPAN_SYNTAX)])
     res = _eval(["--samples", str(samples), "--run-dir", str(tmp_path / "run"), "--projects", str(manifest.parent)])
     assert "s.jsonl:4: malformed" in res.output and "s.jsonl:5: unknown_task" in res.output
+    assert "2 input problems (1 malformed, 1 unknown_task)" in res.output
+    assert "s.jsonl:5: unknown_task" in (tmp_path / "run" / "problems.txt").read_text()
     verdicts = _verdicts(tmp_path / "run")
     mean, span = tasks["mean"].task_id, tasks["span"].task_id
     assert verdicts[(mean, 0)][0] == "pass" and verdicts[(mean, 2)][0] == "pass"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
 
 import typer
@@ -92,7 +93,9 @@ def _start(s, samples, ground_truth, blank, project, level, backend, jobs, inclu
         raise UsageError(f"unknown backend {req.backend!r}; use local or docker")
     if req.executor not in EXECUTORS:
         raise UsageError(f"unknown executor {req.executor!r}; use {' or '.join(EXECUTORS)}")
-    store, summary = start_run(req, s, tasks, on_problem=_problem)
+    shown: list[str] = []
+    store, summary = start_run(req, s, tasks, on_problem=lambda m: _problem(m, shown))
+    _problems_summary(store.path, summary.problems, len(shown))
     if summary.skipped_samples:
         err_console.print(f"{summary.skipped_samples} samples are for tasks outside the selection and were "
                           "left out")
@@ -100,9 +103,25 @@ def _start(s, samples, ground_truth, blank, project, level, backend, jobs, inclu
     return store
 
 
-def _problem(message: str) -> None:
+MAX_PROBLEMS_SHOWN = 20
+
+
+def _problem(message: str, shown: list[str]) -> None:
     # One line per problem, never wrapped: people grep these for the line numbers.
-    err_console.print(message, style="yellow", soft_wrap=True, markup=False, highlight=False)
+    if len(shown) < MAX_PROBLEMS_SHOWN:
+        shown.append(message)
+        err_console.print(message, style="yellow", soft_wrap=True, markup=False, highlight=False)
+
+
+def _problems_summary(run_dir: Path, problems: list[str], shown: int) -> None:
+    """Every problem goes to the run folder; the terminal gets the first few and a count per kind."""
+    if not problems:
+        return
+    (run_dir / "problems.txt").write_text("\n".join(problems) + "\n")
+    kinds = Counter(p.split(": ", 2)[1] if p.count(": ") >= 2 else "other" for p in problems)
+    more = f"; {len(problems) - shown} more not shown" if len(problems) > shown else ""
+    err_console.print(f"{len(problems)} input problems ({', '.join(f'{n} {k}' for k, n in kinds.items())}{more}); "
+                      f"all listed in {run_dir / 'problems.txt'}", soft_wrap=True, highlight=False)
 
 
 def _build_missing_tasks(s, names, lv, include_weak):
