@@ -1,0 +1,127 @@
+"""Evaluation speed: the default executor (workers) against `--executor naive`, same samples, same machine.
+
+    python benchmarks/eval_speed.py [--backend local|docker|both] [--project P ...] [--limit N] [--jobs J]
+                                    [--repeat R] [--samples FILE]
+
+Sample set: CoderEval's released CodeGen samples (default /work/shared/codereval/results-CodeGen-raw.jsonl)
+on the built-in tasks that carry a CoderEval alias (`coderun tasks build <project>` makes them). Each
+repetition evaluates the set with `naive` and then with `workers`, and prints: samples, unique samples,
+wall time of each, the ratio, the median per-sample overhead of workers (the wall time of each unique
+sample minus its mapped tests' baseline duration) and whether every verdict agreed. Environments and
+images are built (or found) before anything is timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from coderun.config import load_settings
+from coderun.manifest import find_manifest
+from coderun.runner.evaluate import EvalRequest, execute, project_sandbox_spec, start_run
+from coderun.runner.samples import read_samples, resolver_from_tasks
+from coderun.runner.store import RunStore
+from coderun.tasks import load_tasks
+
+DEFAULT_SAMPLES = Path("/work/shared/codereval/results-CodeGen-raw.jsonl")
+
+
+def sample_file(args, tasks, out: Path) -> tuple[int, int]:
+    """The selected samples in coderun's format; returns (samples, unique (task, code) pairs)."""
+    loaded = read_samples(args.samples, resolver_from_tasks(tasks))
+    chosen = loaded.samples[: args.limit] if args.limit else loaded.samples
+    out.write_text("".join(json.dumps({"task_id": s.task_id, "solution": s.code}) + "\n" for s in chosen))
+    return len(chosen), len({(s.task_id, " ".join(s.code.split())) for s in chosen})
+
+
+def evaluate(settings, tasks, samples: Path, backend: str, executor: str, jobs: int, run_dir: Path):
+    req = EvalRequest(samples=samples, backend=backend, jobs=jobs, executor=executor, run_dir=run_dir,
+                      label=f"{executor} {backend}")
+    t0 = time.perf_counter()
+    store, _ = start_run(req, settings, tasks)
+    summary = execute(store, settings)
+    wall = time.perf_counter() - t0
+    with RunStore.open(run_dir) as st:
+        results = {(r.task_id, r.index): r for r in st.results()}
+    return wall, summary, results
+
+
+def overheads(results: dict, tasks: dict) -> list[float]:
+    """Per unique sample (the first of each shared verdict): its wall time minus its tests' baseline."""
+    out = []
+    for r in results.values():
+        if "(same code as sample" in r.reason or r.evidence is None:
+            continue
+        out.append(r.duration - sum(tasks[r.task_id].test_durations.values()))
+    return out
+
+
+def one_round(args, settings, tasks, backend: str, samples: Path, work: Path, n: int, unique: int) -> dict:
+    by_id = {t.task_id: t for t in tasks}
+    naive_wall, naive_sum, naive = evaluate(settings, tasks, samples, backend, "naive", args.jobs, work / "naive")
+    wk_wall, wk_sum, workers = evaluate(settings, tasks, samples, backend, "workers", args.jobs, work / "workers")
+    differ = [k for k in naive if (naive[k].verdict, naive[k].failure) != (workers.get(k) and
+              (workers[k].verdict, workers[k].failure))]
+    over = overheads(workers, by_id)
+    row = {"backend": backend, "samples": n, "unique": unique, "naive_s": naive_wall, "workers_s": wk_wall,
+           "ratio": naive_wall / wk_wall, "overhead_ms": 1000 * statistics.median(over) if over else float("nan"),
+           "agree": not differ and len(naive) == len(workers), "differ": differ,
+           "infra": (naive_sum.infra, wk_sum.infra), "fallbacks": len(wk_sum.problems),
+           "passed": (naive_sum.passed, wk_sum.passed)}
+    print(f"{backend:6} samples {n:4}  unique {unique:4}  naive {naive_wall:7.1f}s  workers {wk_wall:6.1f}s  "
+          f"ratio {row['ratio']:5.1f}x  median overhead {row['overhead_ms']:6.0f} ms  "
+          f"verdicts {'all agree' if row['agree'] else f'{len(differ)} DIFFER'}  "
+          f"pass {naive_sum.passed}/{wk_sum.passed}  infra {naive_sum.infra}/{wk_sum.infra}  "
+          f"fallbacks {row['fallbacks']}", flush=True)
+    for k in differ[:10]:
+        w = workers.get(k)
+        print(f"   differs {k}: naive {naive[k].verdict.value} {naive[k].failure} | workers "
+              f"{w.verdict.value if w else None} {w.failure if w else ''}")
+    return row
+
+
+def spread(values: list[float]) -> str:
+    return f"median {statistics.median(values):.1f} (min {min(values):.1f}, max {max(values):.1f})"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", choices=["local", "docker", "both"], default="both")
+    ap.add_argument("--project", action="append", default=[])
+    ap.add_argument("--limit", type=int, default=0, help="only the first N samples")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--samples", type=Path, default=DEFAULT_SAMPLES)
+    args = ap.parse_args()
+    settings = load_settings()
+    tasks = [t for t in load_tasks(settings) if t.aliases and (not args.project or t.project in args.project)]
+    if not tasks:
+        raise SystemExit("no built task with a CoderEval alias: build some with `coderun tasks build <project>`")
+    backends = ["local", "docker"] if args.backend == "both" else [args.backend]
+    print(f"tasks with CoderEval aliases: {len(tasks)} in {', '.join(sorted({t.project for t in tasks}))}; "
+          f"jobs {args.jobs}")
+    with tempfile.TemporaryDirectory(prefix="coderun-evalspeed-") as tmp:
+        samples = Path(tmp) / "samples.jsonl"
+        n, unique = sample_file(args, tasks, samples)
+        rows = []
+        for backend in backends:
+            for name in sorted({t.project for t in tasks}):  # build or find every env/image before timing
+                project_sandbox_spec(find_manifest(name, settings), settings, backend)
+            for i in range(args.repeat):
+                rows.append(one_round(args, settings, tasks, backend, samples, Path(tmp) / f"{backend}-{i}", n,
+                                      unique))
+        for backend in backends:
+            mine = [r for r in rows if r["backend"] == backend]
+            if len(mine) > 1:
+                print(f"{backend}: ratio {spread([r['ratio'] for r in mine])}x; workers "
+                      f"{spread([r['workers_s'] for r in mine])}s; naive {spread([r['naive_s'] for r in mine])}s; "
+                      f"overhead {spread([r['overhead_ms'] for r in mine])} ms; "
+                      f"all verdicts agree in {sum(r['agree'] for r in mine)}/{len(mine)} runs")
+
+
+if __name__ == "__main__":
+    main()
