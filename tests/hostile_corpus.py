@@ -131,7 +131,9 @@ def run_eval(samples: Path, run_dir: Path, backend: str, projects: Path, *extra:
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, 9)
         out, err = proc.communicate()
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    done.pid = proc.pid  # what the run's sandbox folders and containers are labelled with
+    return done
 
 
 def verdicts_by_code(run_dir: Path) -> dict[str, tuple[str, str | None]]:

@@ -16,11 +16,15 @@ class _Forger:
 
 
 def _register():
-    for obj in gc.get_objects():
+    done = 0
+    for obj in gc.get_objects():  # every pytest Config alive: the running session's is among them
         if type(obj).__name__ == "Config" and hasattr(obj, "pluginmanager"):
-            obj.pluginmanager.register(_Forger(), "hostile-forger")
-            return True
-    return False
+            try:
+                obj.pluginmanager.register(_Forger(), f"hostile-forger-{done}")
+                done += 1
+            except Exception:
+                pass
+    return done
 
 
 _REGISTERED = _register()

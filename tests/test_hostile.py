@@ -1,0 +1,224 @@
+"""The hostile corpus (tests/hostile) through `coderun eval` on the built-in cachetools project, with both
+backends: one run of every hostile sample mixed with benign ones, and one run of the benign ones alone.
+
+For every hostile sample: not a pass (the expected class where the header names one), the run completes,
+the benign samples get the verdicts they get without the hostile ones, the pristine worktree is unchanged,
+no process, container or sandbox folder is left behind; with docker also: nothing reached the host's
+loopback, and a canary file outside the project was neither read nor changed. The local backend makes no
+filesystem or network promise (README, threat model), so for local those two are not asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import tempfile
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+from hostile_corpus import (
+    PROJECT,
+    benign,
+    corpus,
+    run_eval,
+    user_manifests,
+    verdicts_by_code,
+    write_samples,
+)
+
+from coderun.config import load_settings
+from coderun.manifest import find_manifest
+from coderun.sources import checkout
+
+pytestmark = pytest.mark.slow
+
+LISTEN_PORT = 47613        # 21_network connects here, on 127.0.0.1 only
+CANARY_GLOB = "coderun-hostile-canary"
+LEFTOVER_MARKS = ("coderun-hostile-bg", "coderun-hostile-escape")
+
+
+class Listener:
+    """Accepts connections on 127.0.0.1:LISTEN_PORT and records what arrives."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", LISTEN_PORT))
+        self.sock.listen(16)
+        self.sock.settimeout(0.5)
+        self.received: list[bytes] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.settimeout(2)
+                try:
+                    self.received.append(conn.recv(1024))
+                except OSError:
+                    self.received.append(b"")
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(5)
+        self.sock.close()
+
+
+def _processes_with(marks: tuple[str, ...]) -> list[str]:
+    """Command lines of live processes on this host (docker's included) that contain one of `marks`, or
+    that carry the local sandbox's marker variable and run the target's tests (the fork bomb's copies)."""
+    hits = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmd = Path(f"/proc/{entry.name}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = Path(f"/proc/{entry.name}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            environ = Path(f"/proc/{entry.name}/environ").read_bytes()
+        except OSError:
+            continue
+        if state == "Z":
+            continue
+        if any(m in cmd for m in marks) or (b"CODERUN_SANDBOX_ID=" in environ and "typedkey" in cmd):
+            hits.append(cmd)
+    return hits
+
+
+def _containers_of(pid: int) -> list[str]:
+    """coderun containers (running or not) whose owner is the eval process `pid`."""
+    import docker
+
+    client = docker.from_env(timeout=60)
+    owner = f"{socket.gethostname()}:{pid}"
+    found = client.containers.list(all=True, filters={"label": [f"org.coderun.owner={owner}"]})
+    client.close()
+    return [c.name for c in found]
+
+
+def _sandbox_folders_of(pid: int) -> list[Path]:
+    return [p for p in Path(tempfile.gettempdir()).glob("coderun-sbx-*") if _owner(p) == str(pid)]
+
+
+def _owner(folder: Path) -> str:
+    try:
+        return (folder / "owner.pid").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _git_status(path: Path) -> str:
+    return subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=path, capture_output=True,
+                          text=True, check=True).stdout
+
+
+def _per_sample(run_dir: Path) -> list[dict]:
+    out = subprocess.run(["python", "-m", "coderun", "report", str(run_dir), "--per-sample", "--format", "json"],
+                         capture_output=True, text=True, check=True).stdout
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module", params=["local", pytest.param("docker", marks=pytest.mark.docker)])
+def hostile_run(request, tmp_path_factory):
+    """One eval of the whole corpus (+ benign samples) and one of the benign samples alone."""
+    backend = request.param
+    if backend == "docker":
+        request.getfixturevalue("docker_engine")
+    tmp = tmp_path_factory.mktemp(f"hostile-{backend}")
+    projects = user_manifests(tmp / "projects")
+    settings = load_settings()
+    tree = checkout(find_manifest(PROJECT, settings), settings).path
+    status_before = _git_status(tree)
+    canary_dir = Path(tempfile.mkdtemp(prefix=f"{CANARY_GLOB}-"))
+    secret = f"canary-{uuid.uuid4().hex}"
+    (canary_dir / "secret.txt").write_text(secret + "\n")
+    listener = Listener()
+    hostile = corpus()
+    labels = write_samples(tmp / "hostile.jsonl", hostile)
+    try:
+        result = run_eval(tmp / "hostile.jsonl", tmp / "run", backend, projects)
+    finally:
+        listener.close()
+    canary_after = (canary_dir / "secret.txt").read_text()
+    good = [(t, c) for t, c, _ in benign()]
+    (tmp / "benign.jsonl").write_text("".join(json.dumps({"task_id": t, "solution": c}) + "\n" for t, c in good))
+    control = run_eval(tmp / "benign.jsonl", tmp / "control", backend, projects)
+    yield {"backend": backend, "tmp": tmp, "result": result, "control": control, "labels": labels,
+           "hostile": hostile, "tree": tree, "status_before": status_before, "secret": secret,
+           "canary_after": canary_after, "received": list(listener.received)}
+    subprocess.run(["rm", "-rf", str(canary_dir)], check=False)
+
+
+def test_the_run_completes_and_no_hostile_sample_passes(hostile_run):
+    result = hostile_run["result"]
+    assert result.returncode == 0, result.stderr[-3000:]
+    verdicts = verdicts_by_code(hostile_run["tmp"] / "run")
+    assert len(verdicts) == len(hostile_run["labels"])  # every sample has exactly one verdict
+    wrong = {}
+    for h in hostile_run["hostile"]:
+        verdict, failure = verdicts[h.code]
+        ok = verdict == "fail"
+        if h.expect == "timeout":
+            ok = ok and (failure or "").startswith("timeout")
+        elif h.expect == "tampering":
+            ok = ok and failure == "other/tampering"
+        if not ok:
+            wrong[h.name] = (verdict, failure, h.expect)
+    assert not wrong, f"{hostile_run['backend']}: {wrong}"
+
+
+def test_benign_samples_get_the_same_verdicts_as_without_the_hostile_ones(hostile_run):
+    assert hostile_run["control"].returncode == 0, hostile_run["control"].stderr[-3000:]
+    mixed = verdicts_by_code(hostile_run["tmp"] / "run")
+    alone = verdicts_by_code(hostile_run["tmp"] / "control")
+    assert {c: mixed[c] for c in alone} == alone
+    assert sorted(v for v, _ in alone.values()).count("pass") == len(alone) - 1  # the untyped one fails
+
+
+def test_nothing_outside_the_sample_copy_changed_and_nothing_is_left_behind(hostile_run):
+    assert _git_status(hostile_run["tree"]) == hostile_run["status_before"] == ""
+    assert _processes_with(LEFTOVER_MARKS) == []
+    for run in (hostile_run["result"], hostile_run["control"]):
+        assert _sandbox_folders_of(run.pid) == []
+        if hostile_run["backend"] == "docker":
+            assert _containers_of(run.pid) == []
+
+
+def test_docker_keeps_the_host_filesystem_and_network_out_of_reach(hostile_run):
+    if hostile_run["backend"] != "docker":
+        pytest.skip("the local backend does not isolate the filesystem or the network (README, threat model)")
+    assert hostile_run["received"] == []
+    assert hostile_run["canary_after"] == hostile_run["secret"] + "\n"
+    run = hostile_run["tmp"] / "run"
+    for path in run.rglob("*"):
+        if path.is_file() and path.suffix in (".log", ".json", ".md"):
+            assert hostile_run["secret"] not in path.read_text(errors="replace"), path
+
+
+def test_machinery_tampering_is_flagged_in_the_per_sample_report(hostile_run):
+    rows = _per_sample(hostile_run["tmp"] / "run")
+    labels = hostile_run["labels"]
+    with_code = verdicts_by_code(hostile_run["tmp"] / "run")
+    assert len(rows) == len(with_code)
+    from coderun.runner.store import RunStore
+
+    with RunStore.open(hostile_run["tmp"] / "run") as store:
+        code_of = {(s.task_id, s.index): s.code for s in store.samples()}
+    flags = {labels[code_of[(r["task_id"], r["sample"])]]: r["flags"] for r in rows}
+    assert "static: imports _pytest" in flags["12_patch_pytest_reports"]
+    assert "static: patches unittest" in flags["13_patch_unittest_result"]
+    assert "static: mentions conftest" in flags["14_write_conftest"]
+    assert any(f.startswith("conftest.py created") for f in flags["14_write_conftest"])
+    assert any(f.startswith("test file deleted") for f in flags["17_delete_tests"])
+    assert any(f.startswith("project file modified") for f in flags["19_edit_project_module"])
+    assert any("pytest hook" in f for f in flags["31_register_plugin"])
+    assert not any(flags[f"typedkey-ok-{i}"] for i in range(8))
