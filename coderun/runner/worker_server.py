@@ -340,6 +340,8 @@ def _child(w: Worker, req: dict, base: str, project: str, out_w: int, err_w: int
             with open(os.path.join(req["cgroup"], "cgroup.procs"), "w") as f:
                 f.write("0")
         _set_dumpable(1)  # its own /proc/self/fd must stay openable (the report channel is /dev/fd/N)
+        with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")  # a memory bomb takes the child down first, not the worker beside it
         _limits(w.cfg, float(req["timeout"]))
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGALRM, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
