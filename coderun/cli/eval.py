@@ -70,8 +70,8 @@ def eval_command(
         err_console.print("[yellow]local backend: samples run as your user, without isolation; use it for "
                           "trusted code or inside a disposable machine (see README, threat model)[/]")
     summary = _execute(store, s, jobs if resume else None)
-    for note in summary.problems:
-        _problem(note)
+    for note in summary.problems:  # samples that fell back from the workers executor to the naive one
+        err_console.print(note, style="yellow", soft_wrap=True, markup=False, highlight=False)
     _finish(store, ks, under_k, summary, as_json)
 
 
