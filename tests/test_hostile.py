@@ -75,8 +75,10 @@ class Listener:
 
 
 def _processes_with(marks: tuple[str, ...]) -> list[str]:
-    """Command lines of live processes on this host (docker's included) that contain one of `marks`, or
-    that carry the local sandbox's marker variable and run the target's tests (the fork bomb's copies)."""
+    """Command lines of live processes on this host (docker's included) left behind by a sample: they
+    carry a hostile mark or the local sandbox's marker variable, and their working directory (the
+    sample's copy) has been deleted. (Other runs of the corpus may be live on the same machine: their
+    processes still have their copy.)"""
     hits = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -85,11 +87,11 @@ def _processes_with(marks: tuple[str, ...]) -> list[str]:
             cmd = Path(f"/proc/{entry.name}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             state = Path(f"/proc/{entry.name}/stat").read_text().rsplit(")", 1)[1].split()[0]
             environ = Path(f"/proc/{entry.name}/environ").read_bytes()
+            cwd = os.readlink(f"/proc/{entry.name}/cwd")
         except OSError:
             continue
-        if state == "Z":
-            continue
-        if any(m in cmd for m in marks) or (b"CODERUN_SANDBOX_ID=" in environ and "typedkey" in cmd):
+        orphan = cwd.endswith(" (deleted)") or not os.path.exists(cwd)
+        if state != "Z" and orphan and (any(m in cmd for m in marks) or b"CODERUN_SANDBOX_ID=" in environ):
             hits.append(cmd)
     return hits
 
@@ -196,12 +198,25 @@ def test_nothing_outside_the_sample_copy_changed_and_nothing_is_left_behind(host
 def test_docker_keeps_the_host_filesystem_and_network_out_of_reach(hostile_run):
     if hostile_run["backend"] != "docker":
         pytest.skip("the local backend does not isolate the filesystem or the network (README, threat model)")
-    assert hostile_run["received"] == []
+    # Other runs of the corpus on this machine (local ones) may reach the listener: a docker copy is in /scratch.
+    assert not [r for r in hostile_run["received"] if b"/scratch/" in r]
+    network_log = _log_of(hostile_run, "21_network")
+    assert "hostile-net:" in network_log and "hostile-net:connected" not in network_log
     assert hostile_run["canary_after"] == hostile_run["secret"] + "\n"
     run = hostile_run["tmp"] / "run"
     for path in run.rglob("*"):
         if path.is_file() and path.suffix in (".log", ".json", ".md"):
             assert hostile_run["secret"] not in path.read_text(errors="replace"), path
+
+
+def _log_of(hostile_run, name: str) -> str:
+    from coderun.runner.store import RunStore
+
+    code = next(h.code for h in hostile_run["hostile"] if h.name == name)
+    with RunStore.open(hostile_run["tmp"] / "run") as store:
+        codes = {(s.task_id, s.index): s.code for s in store.samples()}
+        result = next(r for r in store.results() if codes[(r.task_id, r.index)] == code)
+        return store.file(result.log_path).read_text(errors="replace")
 
 
 def test_machinery_tampering_is_flagged_in_the_per_sample_report(hostile_run):
