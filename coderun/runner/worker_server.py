@@ -174,7 +174,7 @@ class Worker:
             for d in ("home", "tmp"):
                 os.mkdir(os.path.join(base, d))
             t0 = time.monotonic()
-            shutil.copytree(self.source, project, symlinks=True)
+            shutil.copytree(self.source, project, symlinks=True, ignore=shutil.ignore_patterns(".git"))
             target = os.path.join(project, req["relfile"])
             with open(target, "wb") as f:
                 f.write(req["source"].encode("utf-8"))

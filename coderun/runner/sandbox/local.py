@@ -99,7 +99,9 @@ class LocalSandbox(Sandbox):
             (base / "home").mkdir()
             (base / "tmp").mkdir()
             # Real copies: a hardlinked copy would let a sample write through to the pristine tree.
-            shutil.copytree(self.spec.project_dir, base / "project", symlinks=True)
+            # .git is not part of what the tests see (and is often the largest part of the tree).
+            shutil.copytree(self.spec.project_dir, base / "project", symlinks=True,
+                            ignore=shutil.ignore_patterns(".git"))
         except OSError as e:
             _rmtree(base)
             raise SandboxError(f"local sandbox: cannot copy {self.spec.project_dir}: {e}") from None
