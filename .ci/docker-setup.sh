@@ -30,7 +30,8 @@ fi
 if ! pgrep -x dockerd >/dev/null 2>&1; then
     echo "docker-setup: starting dockerd (log: $LOG)"
     # shellcheck disable=SC2086
-    $SUDO sh -c "nohup dockerd --bridge=none --iptables=false >>'$LOG' 2>&1 &"
+    # setsid: the engine must not die with the process group of whatever started it (a CI step, a test).
+    $SUDO setsid sh -c "nohup dockerd --bridge=none --iptables=false >>'$LOG' 2>&1 &" </dev/null
 fi
 
 for _ in $(seq "$WAIT"); do
