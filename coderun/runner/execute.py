@@ -117,8 +117,12 @@ def _command(sandbox: Sandbox, run: SampleRun) -> list[str]:
     # addopts are cleared so a project's ini cannot load plugins or change reporting; whatever a
     # project really needs comes from its manifest's tests.args. xdist would move tests out of reach
     # of the reporter's process, so it is disabled.
+    # The test files are collected and the reporter keeps the wanted node ids: an id that does not collect
+    # is then a missing test (a failure of that test), not an argument error that runs nothing.
+    files = list(dict.fromkeys(n.split("::", 1)[0] for n in run.nodeids))
+    keep = [arg for n in run.nodeids for arg in ("--coderun-keep", n)]
     return [sandbox.python, "-m", "pytest", "-p", REPORTER_MODULE, "-o", "addopts=", "-q", "--tb=short",
-            "-p", "no:cacheprovider", "-p", "no:xdist", *run.pytest_args, *run.nodeids]
+            "-p", "no:cacheprovider", "-p", "no:xdist", *run.pytest_args, *keep, *files]
 
 
 def _env(sandbox: Sandbox, run: SampleRun, harness: str, work: str, report: str, token: str) -> dict[str, str]:

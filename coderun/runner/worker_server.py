@@ -373,6 +373,20 @@ def _limits(cfg: dict, timeout: float) -> None:
         resource.setrlimit(resource.RLIMIT_NPROC, (lim["nproc"], lim["nproc"]))
 
 
+def _forget_project_modules(root: str) -> None:
+    """The child must import the project from its copy. The worker's warm-up may have imported it already
+    (a plugin such as pytest-django loads the project's settings module), from site-packages when the
+    project is installed there; such modules would shadow the copy, so they are dropped."""
+    names = set()
+    for entry in os.listdir(root):
+        if entry.endswith(".py"):
+            names.add(entry[:-3])
+        elif os.path.isfile(os.path.join(root, entry, "__init__.py")):
+            names.add(entry)
+    for module in [m for m in sys.modules if m.split(".", 1)[0] in names]:
+        del sys.modules[module]
+
+
 def _run_pytest(w: Worker, req: dict, base: str, project: str, rep_w: int) -> int:
     """`python -m pytest ARGS` with PYTHONPATH=harness:import_root, in this already-started interpreter."""
     harness = w.cfg["harness"]
@@ -386,6 +400,7 @@ def _run_pytest(w: Worker, req: dict, base: str, project: str, rep_w: int) -> in
     os.environ.clear()
     os.environ.update(env)
     tempfile.tempdir = None
+    _forget_project_modules(root)
     sys.path[:] = [project, harness, root, *w.base_path]
     sys.argv = [os.path.join(os.path.dirname(pytest.__file__), "__main__.py"), *req["args"]]
     atexit._clear()
