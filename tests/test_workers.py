@@ -89,7 +89,9 @@ def test_a_sample_that_kills_its_worker_falls_back_to_naive(backend, request, tm
         after = grade(NODEIDS, pool.run("tiny", _run("good", GOOD)))
     with NaivePool(backend, {"tiny": spec}, 1) as naive:
         reference = grade(NODEIDS, naive.run("tiny", _run("killer", killer)))
-    assert grade(NODEIDS, evidence) == reference
+    got = grade(NODEIDS, evidence)
+    # The same verdict and class; the reason's wording (an exit code seen through a killed parent) may differ.
+    assert (got.verdict, got.failure) == (reference.verdict, reference.failure)
     assert after.verdict == VerdictKind.PASS
     assert len(pool.notes) == 1 and "naive" in pool.notes[0]
     assert "fallback from workers" in (tmp_path / "killer.log").read_text()
