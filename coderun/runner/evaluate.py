@@ -316,8 +316,11 @@ def _run(unit: _Unit, pool: WorkerPool | NaivePool, project: _Project, new_sourc
     task, manifest = unit.task, project.manifest
     per_test, total = _timeouts(task, manifest)
     env = {k: v for k, v in test_env(manifest, project.tree).items() if k != "PYTHONPATH"}
+    # --maxfail=1: one failing expected test decides the verdict and its class, so a wrong sample does not
+    # also spend every other test's time limit.
     run = SampleRun(relfile=task.file, new_source=new_source, nodeids=list(task.tests), timeout=total,
-                    per_test_timeout=per_test, env=env, pytest_args=tuple(manifest.tests.args), log_path=log_path)
+                    per_test_timeout=per_test, env=env, pytest_args=(*manifest.tests.args, "--maxfail=1"),
+                    log_path=log_path)
     try:
         return pool.run(task.project, run)
     except SandboxError as e:  # the sandbox could not even start
