@@ -35,7 +35,9 @@ What `splice` does with a sample, in order:
 from __future__ import annotations
 
 import ast
+import pickle
 import re
+import subprocess
 import sys
 import threading
 import warnings
@@ -251,9 +253,33 @@ _COMPILE_LOCK = threading.Lock()
 
 
 def _quiet_parse(code: str, python: tuple[int, int] | None) -> ast.Module:
-    with warnings.catch_warnings(), _COMPILE_LOCK:   # a sample's invalid escapes are its own business
-        warnings.simplefilter("ignore")
-        return ast.parse(code, feature_version=host_feature_version(python))
+    feature = host_feature_version(python)
+    for _attempt in range(2):
+        try:
+            with warnings.catch_warnings(), _COMPILE_LOCK:   # a sample's invalid escapes are its own business
+                warnings.simplefilter("ignore")
+                return ast.parse(code, feature_version=feature)
+        except SystemError:
+            # CPython 3.11 sometimes loses count of its AST recursion depth ("AST constructor recursion
+            # depth mismatch"): parse again, then in a fresh interpreter, rather than blame the sample.
+            continue
+    return _parse_in_subprocess(code, feature)
+
+
+def _parse_in_subprocess(code: str, feature: tuple[int, int] | None) -> ast.Module:
+    script = ("import ast, pickle, sys, warnings\nwarnings.simplefilter('ignore')\n"
+              "code, feature = pickle.load(sys.stdin.buffer)\n"
+              "try:\n    out = ast.parse(code, feature_version=feature)\n"
+              "except SyntaxError as e:\n    out = e\n"
+              "pickle.dump(out, sys.stdout.buffer)\n")
+    proc = subprocess.run([sys.executable, "-c", script], input=pickle.dumps((code, feature)),
+                          capture_output=True, timeout=60)
+    if proc.returncode != 0:
+        raise SyntaxError(f"cannot parse: {proc.stderr.decode(errors='replace')[-200:]}")
+    result = pickle.loads(proc.stdout)
+    if isinstance(result, SyntaxError):
+        raise result
+    return result
 
 
 def _parses(code: str, python: tuple[int, int] | None) -> ast.Module | None:
@@ -605,7 +631,7 @@ def _import_point(data: bytes, root: Node) -> int:
 
 def _import_key(text: str) -> str:
     try:
-        return ast.dump(ast.parse(text))
+        return ast.dump(_quiet_parse(text, None))
     except SyntaxError:
         return " ".join(text.split())
 
