@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tarfile
 import time
 from dataclasses import dataclass
@@ -260,21 +259,13 @@ def rootfs_tarball(suite: str, key: str, packages: tuple[str, ...], settings: Se
 
 def _run_streaming(cmd: list[str], log: Path, title: str, console: Console) -> None:
     started = time.monotonic()
-    with log.open("w") as fh, console.status(f"[bold]{title}[/]…") as status:
-        fh.write("$ " + " ".join(cmd) + "\n")
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                stdin=subprocess.DEVNULL)
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            fh.write(line)
-            if line.strip():
-                status.update(f"[bold]{title}[/]: {line.strip()[:100]}")
-        code = proc.wait()
-    if code != 0:
+    log.unlink(missing_ok=True)  # one log per attempt
+    try:
+        dockerlib.run_logged(cmd, log, title=title, console=console,
+                             hint="debootstrap downloads from the Debian mirror in images/rootfs.yaml")
+    except EnvironmentBuildError:
         console.print(f"[red]✗[/] {title} ({time.monotonic() - started:.1f}s)")
-        raise EnvironmentBuildError(f"{title} failed (exit {code})", log_path=str(log),
-                                    log_tail=dockerlib.tail(log),
-                                    hint="debootstrap downloads from the Debian mirror in images/rootfs.yaml")
+        raise
     console.print(f"[green]✓[/] {title} ({time.monotonic() - started:.1f}s)")
 
 

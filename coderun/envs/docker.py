@@ -21,7 +21,6 @@ import json
 import os
 import shlex
 import shutil
-import subprocess
 import tarfile
 import tempfile
 from dataclasses import dataclass
@@ -194,25 +193,6 @@ def _host_python(manifest: Manifest) -> Path:
     return python
 
 
-def _run_logged(cmd: list[str], log: Path, *, cwd: Path, env: dict[str, str], title: str,
-                console: Console) -> None:
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("a") as fh, console.status(f"[bold]{title}[/]…") as status:
-        fh.write("$ " + shlex.join(cmd) + "\n")
-        fh.flush()
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, text=True)
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            fh.write(line)
-            if line.strip():
-                status.update(f"[bold]{title}[/]: {line.strip()[:100]}")
-        code = proc.wait()
-    if code != 0:
-        raise EnvironmentBuildError(f"{title} failed (exit {code})", log_path=str(log),
-                                    log_tail=dockerlib.tail(log))
-
-
 def _prepared_tree(plan: ImagePlan, tmp: Path, settings: Settings, console: Console) -> Path:
     """A copy of the worktree (without .git) after the manifest's pre_install commands."""
     tree = tmp / "project"
@@ -222,7 +202,7 @@ def _prepared_tree(plan: ImagePlan, tmp: Path, settings: Settings, console: Cons
         log = _log(settings, plan, "pre_install", plan.source_key)
         log.unlink(missing_ok=True)
         for command in plan.manifest.install.pre_install:
-            _run_logged(["sh", "-c", command], log, cwd=tree, env=env, console=console,
+            dockerlib.run_logged(["sh", "-c", command], log, cwd=tree, env=env, console=console,
                         title=f"{plan.manifest.name}: pre_install {command!r}")
     return tree
 
@@ -243,7 +223,7 @@ def wheelhouse(plan: ImagePlan, tree: Path, settings: Settings, console: Console
            "--use-pep517", *plan.manifest.install.pip_args, *pip_requirements(plan.manifest, tree)]
     with tempfile.TemporaryDirectory(prefix="coderun-manylinux-") as policy:
         env = {**_host_env(python), "PYTHONPATH": _manylinux_policy(Path(policy), plan.base.glibc)}
-        _run_logged(cmd, log, cwd=tree, env=env, console=console,
+        dockerlib.run_logged(cmd, log, cwd=tree, env=env, console=console,
                     title=f"{plan.manifest.name}: wheelhouse (Python {plan.manifest.python}, host)")
     (out / ".complete").write_text(shlex.join(cmd) + "\n")
     return out

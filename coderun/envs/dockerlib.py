@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import io
 import re
+import shlex
+import subprocess
 import tarfile
 import tempfile
 import time
@@ -181,3 +183,24 @@ def _follow(stream: Iterable[dict], log, show) -> str | None:
 
 def images_dir(settings: Settings) -> Path:
     return settings.home / "images"
+
+
+def run_logged(cmd: list[str], log: Path, *, title: str, console: Console, cwd: Path | None = None,
+               env: dict[str, str] | None = None, hint: str | None = None) -> None:
+    """Run a host command, its output appended to `log` and its latest line shown in a live status;
+    a failure raises EnvironmentBuildError with the log's last lines and its path."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a") as fh, console.status(f"[bold]{title}[/]…") as status:
+        fh.write("$ " + shlex.join(cmd) + "\n")
+        fh.flush()
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, text=True)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            fh.write(line)
+            if line.strip():
+                status.update(f"[bold]{title}[/]: {line.strip()[:100]}")
+        code = proc.wait()
+    if code != 0:
+        raise EnvironmentBuildError(f"{title} failed (exit {code})", log_path=str(log), log_tail=tail(log),
+                                    hint=hint)
