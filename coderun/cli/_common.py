@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from rich.console import Console
 from typer.core import TyperGroup
 
 from coderun.config import Settings, load_settings
-from coderun.errors import CoderunError
+from coderun.errors import CoderunError, EnvironmentBuildError
 
 console = Console()
 err_console = Console(stderr=True)
@@ -35,8 +36,8 @@ class CoderunGroup(TyperGroup):
             raise typer.Exit(e.exit_code) from None  # typer vendors click: only its Exit is caught
 
 
-def _print_error(e: CoderunError) -> None:
-    err_console.print("[bold red]error:[/] ", end="")
+def _print_error(e: CoderunError, prefix: str = "") -> None:
+    err_console.print(f"[bold red]error:[/] {prefix}", end="", highlight=False)
     err_console.print(str(e), markup=False, highlight=False)
 
 
@@ -46,3 +47,21 @@ def settings(project_dirs: list[Path] | None = None) -> Settings:
 
 def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=None, default=str) + "\n")
+
+
+def build_each(manifests: list, build: Callable[[Any], Any], what: str) -> Iterator[tuple[Any, Any]]:
+    """(manifest, result) for each manifest built by `build`. With several, a failure is printed and the
+    others go on; what did build is kept, and the failures are raised together at the end."""
+    failed = []
+    for m in manifests:
+        try:
+            result = build(m)
+        except CoderunError as e:
+            if len(manifests) == 1:
+                raise
+            _print_error(e, prefix=f"{m.name}: ")
+            failed.append(m.name)
+            continue
+        yield m, result
+    if failed:
+        raise EnvironmentBuildError(f"{len(failed)} of {len(manifests)} {what} failed: {', '.join(failed)}")

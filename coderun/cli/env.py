@@ -7,10 +7,18 @@ from pathlib import Path
 
 import typer
 
-from coderun.cli._common import JsonOption, ProjectsDirOption, console, err_console, print_json, settings
+from coderun.cli._common import (
+    JsonOption,
+    ProjectsDirOption,
+    build_each,
+    console,
+    err_console,
+    print_json,
+    settings,
+)
 from coderun.config import Settings
 from coderun.envs.local import build_local_env, load_baseline
-from coderun.errors import CoderunError, EnvironmentBuildError, UsageError
+from coderun.errors import UsageError
 from coderun.manifest import Manifest, find_manifest
 
 app = typer.Typer(no_args_is_help=True, help="Per-project environments (venv or Docker image).")
@@ -26,28 +34,18 @@ def build(projects: list[str] = typer.Argument(..., help="Project names or manif
     if backend not in ("local", "docker"):
         raise UsageError(f"unknown backend {backend!r}; use local or docker")
     manifests = [find_manifest(p, s) for p in projects]
-    out, failed = [], []
-    for m in manifests:
-        try:
-            row = _build_one(m, s, backend, force)
-        except CoderunError as e:
-            if len(manifests) == 1:
-                raise
-            err_console.print(f"[bold red]error:[/] {m.name}: ", end="")
-            err_console.print(str(e), markup=False, highlight=False)
-            failed.append(m.name)
-            continue
-        out.append(row)
-        if not as_json:
-            console.print(f"[bold]{m.name}[/] ({backend}, python {row['python']}): "
-                          f"{row['passed']} passed, {row['failed']} failed, {row['error']} errors, "
-                          f"{row['skipped']} skipped, {row['ignored']} ignored  → {row['location']}")
-    if as_json:
-        print_json(out)
-    if failed:
-        # Every environment that did build is kept; only the failed ones need another go.
-        raise EnvironmentBuildError(f"{len(failed)} of {len(manifests)} environments failed: "
-                                    f"{', '.join(failed)}")
+    out = []
+    # Results are printed as each project finishes; JSON once at the end (also when some failed).
+    try:
+        for m, row in build_each(manifests, lambda m: _build_one(m, s, backend, force), "environments"):
+            out.append(row)
+            if not as_json:
+                console.print(f"[bold]{m.name}[/] ({backend}, python {row['python']}): "
+                              f"{row['passed']} passed, {row['failed']} failed, {row['error']} errors, "
+                              f"{row['skipped']} skipped, {row['ignored']} ignored  → {row['location']}")
+    finally:
+        if as_json and (out or len(manifests) > 1):  # a lone failure is just its error
+            print_json(out)
 
 
 def _build_one(m: Manifest, s: Settings, backend: str, force: bool) -> dict:

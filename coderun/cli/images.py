@@ -9,10 +9,18 @@ import docker.errors
 import typer
 from rich.table import Table
 
-from coderun.cli._common import JsonOption, ProjectsDirOption, console, err_console, print_json, settings
+from coderun.cli._common import (
+    JsonOption,
+    ProjectsDirOption,
+    build_each,
+    console,
+    err_console,
+    print_json,
+    settings,
+)
 from coderun.envs import dockerlib
 from coderun.envs.base_image import BaseStrategy, build_base_image
-from coderun.errors import CoderunError, EnvironmentBuildError, UsageError
+from coderun.errors import UsageError
 from coderun.manifest import find_manifest
 
 app = typer.Typer(no_args_is_help=True, help="Docker images: one per project, built offline, layered.")
@@ -54,29 +62,21 @@ def build(projects: list[str] = typer.Argument(None, help="Project names or mani
     from coderun.envs.docker import build_project_image
 
     manifests = [find_manifest(p, s) for p in projects]
-    rows, failed = [], []
-    for m in manifests:
-        try:
-            image = build_project_image(m, s, strategy, force=force, client=client)
-        except CoderunError as e:
-            if len(manifests) == 1:
-                raise
-            err_console.print(f"[bold red]error:[/] {m.name}: ", end="")
-            err_console.print(str(e), markup=False, highlight=False)
-            failed.append(m.name)
-            continue
-        counts = image.baseline.counts()
-        rows.append({"project": m.name, "tag": image.tag, "python": image.python, "commit": image.commit,
-                     "built": list(image.built), **counts})
-        if not as_json:
-            console.print(f"[bold]{m.name}[/] → {image.tag} "
-                          f"({'built: ' + ', '.join(image.built) if image.built else 'cached'}); baseline: "
-                          f"{counts['passed']} passed, {counts['failed']} failed, {counts['error']} errors, "
-                          f"{counts['skipped']} skipped")
-    if as_json:
-        print_json(rows)
-    if failed:
-        raise EnvironmentBuildError(f"{len(failed)} of {len(manifests)} images failed: {', '.join(failed)}")
+    rows = []
+    build = lambda m: build_project_image(m, s, strategy, force=force, client=client)  # noqa: E731
+    try:
+        for m, image in build_each(manifests, build, "images"):
+            counts = image.baseline.counts()
+            rows.append({"project": m.name, "tag": image.tag, "python": image.python, "commit": image.commit,
+                         "built": list(image.built), **counts})
+            if not as_json:
+                console.print(f"[bold]{m.name}[/] → {image.tag} "
+                              f"({'built: ' + ', '.join(image.built) if image.built else 'cached'}); baseline: "
+                              f"{counts['passed']} passed, {counts['failed']} failed, {counts['error']} errors, "
+                              f"{counts['skipped']} skipped")
+    finally:
+        if as_json and (rows or len(manifests) > 1):  # a lone failure is just its error
+            print_json(rows)
 
 
 def _coderun_images(client) -> list[dict]:
