@@ -205,9 +205,9 @@ def _projects(names: list[str], config: dict, settings: Settings, backend: str,
     out = {}
     for name in names:
         manifest = find_manifest(str(manifests.get(name) or name), settings)
-        tree = checkout(manifest, settings).path
+        co = checkout(manifest, settings)
+        tree, co_commit = co.path, co.commit
         commits = {t.commit for t in tasks.values() if t.project == name}
-        co_commit = checkout(manifest, settings).commit
         if commits - {co_commit}:
             raise TaskError(f"{name}: the run's tasks were built at {sorted(commits)[0][:12]} but the source is "
                             f"now at {co_commit[:12]}", hint=f"rebuild them: coderun tasks build {name}")
