@@ -43,12 +43,14 @@ _CHUNK = 64 * 1024           # bytes per write_file exec (base64 stays under the
 _READ_LIMIT = 256 << 20
 _CONTROL_TIMEOUT = 120
 
-_REAPER = ("import os, time\n"
+# PID 1: reaps orphans as soon as they end (SIGCHLD wakes it), so their pids return to the limit at once.
+_REAPER = ("import os, signal\n"
+           "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])\n"
            "while True:\n"
            "    try:\n"
            "        os.wait()\n"
            "    except ChildProcessError:\n"
-           "        time.sleep(1)\n")
+           "        signal.sigtimedwait([signal.SIGCHLD], 1)\n")
 _KILL_ALL = ("import os, signal\n"
              "try:\n"
              "    os.kill(-1, signal.SIGKILL)\n"
