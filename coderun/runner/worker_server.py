@@ -6,8 +6,18 @@ child per sample. Standalone on purpose (no coderun imports): it runs in the pro
 Started once, the worker imports pytest (the expensive part of a fresh `python -m pytest`), makes itself
 non-dumpable (a child of the same user can then neither ptrace it nor open its /proc files), and answers
 `hello` with the sha256 of every file of the pristine tree. For each request it:
-- copies the pristine tree into a fresh private folder and writes the spliced file there (a real copy:
-  see coderun/runner/workers.py for why not hardlinks);
+- primes, once per test file: a child collects the request's test files in a copy of the *pristine* tree
+  with bytecode writing on, and the worker keeps the `.pyc` files it wrote (pytest's rewritten test
+  modules, conftests, the project modules they import) in its own memory. Only unmodified project code
+  runs there, so what is kept cannot come from a sample; a child cannot reach the worker's memory.
+  The worker then imports, itself, the installed modules (third-party and standard library) that this
+  collection imported, so a child finds them loaded. Left out: the project's own packages, and modules
+  pytest marks for assertion rewriting (a plugin imported early would not be rewritten). A batch whose
+  import pulled in a project module or started a thread is dropped from sys.modules again;
+- copies the pristine tree into a fresh private folder, adds the kept `.pyc` files except the spliced
+  file's own, and writes the spliced file there (a real copy: see coderun/runner/workers.py for why not
+  hardlinks). The folder has the same path for every sample of this worker, so the code objects in the
+  kept files name the files a fresh compile would;
 - forks a child that starts a new session, closes the protocol channel, points fd 0 at /dev/null and
   fds 1, 2 and the reporter's channel at pipes the worker reads, applies resource limits, scrubs the
   environment, rebuilds `sys.path` as `python -m pytest` with PYTHONPATH would, and runs `pytest.main`
@@ -25,8 +35,12 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import hashlib
+import importlib
+import inspect
 import json
+import linecache
 import os
 import resource
 import select
@@ -37,6 +51,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 
 import pytest
 
@@ -125,6 +140,10 @@ class Worker:
         self.scratch = cfg["scratch"]
         self.marker = cfg["marker"]               # NAME=VALUE in this worker's own environment
         self.base_path = [p for p in sys.path[1:]]  # sys.path without this script's folder
+        self.bytecode: dict[str, bytes] = {}      # relative .pyc path -> content, from priming runs
+        self.primed: set[str] = set()             # test files whose collection was primed
+        self.leftovers: list[tuple[str, dict]] = []  # a finished sample's folder and request, to clean
+        self.snapshot: _Snapshot | bool | None = None  # the pristine tree in memory (False: too big)
         os.makedirs(self.scratch, mode=0o700, exist_ok=True)
         self.proto_in = os.fdopen(os.dup(0), "rb")
         self.proto_out = os.dup(1)
@@ -150,6 +169,9 @@ class Worker:
                 self.send(self.run(req))
             except Exception as e:  # the worker's own failure: coderun falls back to the naive path
                 self.send({"kind": "error", "id": req.get("id"), "error": f"{type(e).__name__}: {e}"})
+            finally:  # after the answer: coderun grades while the folder is removed
+                while self.leftovers:
+                    self.finish(*self.leftovers.pop())
 
     def warm_up(self) -> None:
         """Collect an empty folder once, so the modules pytest imports lazily are loaded before the first
@@ -164,31 +186,114 @@ class Worker:
             os.chdir(cwd)
             sys.path[:], sys.argv = path, argv
             _rmtree(empty)
+        # inspect.getmodule maps every loaded module to its file on first use (pytest does, to show a
+        # failure's source): done here once, a child only maps the modules it loads itself.
+        inspect.getmodule(Worker.warm_up.__code__)
 
     # -- one sample --------------------------------------------------------------------------
 
     def run(self, req: dict) -> dict:
-        base = tempfile.mkdtemp(prefix="c-", dir=self.scratch)
-        project = os.path.join(base, "project")
+        timing = {"prime": self.prime(req)}
+        base, project = self.fresh_folder()
         try:
-            for d in ("home", "tmp"):
-                os.mkdir(os.path.join(base, d))
             t0 = time.monotonic()
-            shutil.copytree(self.source, project, symlinks=True, ignore=shutil.ignore_patterns(".git"))
-            target = os.path.join(project, req["relfile"])
-            with open(target, "wb") as f:
+            self.copy_pristine(project, skip=req["relfile"])
+            with open(os.path.join(project, req["relfile"]), "wb") as f:
                 f.write(req["source"].encode("utf-8"))
             req["cgroup"] = self.new_cgroup(req["token"])
             t1 = time.monotonic()
             answer = self.fork_and_wait(req, base, project)
             t2 = time.monotonic()
             answer["after"] = _hashes(project)
-            answer["timing"] = {"copy": t1 - t0, "child": t2 - t1, "hash": time.monotonic() - t2}
+            answer["timing"] = {**timing, "copy": t1 - t0, "child": t2 - t1, "hash": time.monotonic() - t2}
             return answer
         finally:
-            self.remove_cgroup(req.get("cgroup"))
-            _rmtree(base)
-            self.clean_shared()
+            self.leftovers.append((base, req))
+
+    def prime(self, req: dict) -> float:
+        """Collect this request's new test files in a pristine copy with bytecode writing on; keep the
+        .pyc files written and import what the collection imported from outside the project. A failed
+        priming only means that those files get compiled, and those modules imported, by every sample."""
+        files = [f for f in dict.fromkeys(n.split("::", 1)[0] for n in req["nodeids"]) if f not in self.primed]
+        if not files or not req.get("prime", True):
+            return 0.0
+        t0 = time.monotonic()
+        self.primed.update(files)
+        base, project = self.fresh_folder()
+        job = {**req, "token": "prime-" + req["token"], "cgroup": None, "prime": True,
+               "args": [*req["args"], "--collect-only"]}
+        try:
+            self.copy_pristine(project, skip=None)
+            job["cgroup"] = self.new_cgroup(job["token"])
+            answer = self.fork_and_wait(job, base, project)
+            if answer["returncode"] == 0 and not answer["timed_out"]:
+                self.bytecode.update(_pycs(project))
+                found = [json.loads(x) for x in answer["report"].splitlines() if x.startswith('{"prime"')]
+                if found:
+                    self.preimport(found[-1]["prime"], found[-1]["rewrite"], req, base, project)
+        finally:
+            self.finish(base, job)
+        return time.monotonic() - t0
+
+    def preimport(self, names: list[str], rewrite: list[str], req: dict, base: str, project: str) -> None:
+        """Import `names` here, as the child would: same environment, folder and sys.path."""
+        root = _import_root(self, project)
+        skip = _project_packages(root) | {n.split(".", 1)[0] for n in rewrite} | {"conftest", "__main__"}
+        todo = [n for n in names if n not in sys.modules and n.split(".", 1)[0] not in skip]
+        if not todo:
+            return
+        before, threads = set(sys.modules), threading.active_count()
+        saved = (dict(os.environ), os.getcwd(), list(sys.path))
+        try:
+            os.environ.clear()
+            os.environ.update(_child_env(self, req, base, project))
+            os.chdir(project)
+            sys.path[:] = [project, self.cfg["harness"], root, *self.base_path]
+            with warnings.catch_warnings():  # pytest undoes an import's filters after collection, too
+                for name in todo:
+                    with contextlib.suppress(BaseException):
+                        importlib.import_module(name)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved[0])
+            os.chdir(saved[1])
+            sys.path[:] = saved[2]
+            _forget_folder(base)
+        added = set(sys.modules) - before
+        if threading.active_count() != threads or any(m.split(".", 1)[0] in skip for m in added):
+            for m in added:
+                sys.modules.pop(m, None)
+        inspect.getmodule(Worker.preimport.__code__)  # map the new modules' files (see warm_up)
+
+    def fresh_folder(self) -> tuple[str, str]:
+        """The sample's folder: always the same path, emptied (see the module docstring)."""
+        base = os.path.join(self.scratch, "s")
+        _rmtree(base)
+        os.mkdir(base, 0o700)
+        for d in ("home", "tmp"):
+            os.mkdir(os.path.join(base, d))
+        return base, os.path.join(base, "project")
+
+    def copy_pristine(self, project: str, skip: str | None) -> None:
+        """The pristine tree, plus the kept bytecode except the file about to be replaced's."""
+        if self.snapshot is None:
+            self.snapshot = _Snapshot.take(self.source) or False
+        if self.snapshot:
+            self.snapshot.write(project)
+        else:
+            shutil.copytree(self.source, project, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+        for rel, data in self.bytecode.items():
+            if skip is not None and _pyc_source(rel) == skip:
+                continue
+            path = os.path.join(project, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(data)
+
+    def finish(self, base: str, req: dict) -> None:
+        self.remove_cgroup(req.get("cgroup"))
+        _rmtree(base)
+        self.clean_shared()
 
     def new_cgroup(self, token: str) -> str | None:
         """A pids cgroup for the child (local backend as root): a process limit and a complete kill list."""
@@ -265,15 +370,17 @@ class Worker:
         return status, timed_out
 
     def sweep(self, pid: int, req: dict) -> None:
-        """SIGKILL the child's group and every process it left (see the module docstring)."""
+        """SIGKILL the child's group and every process it left (see the module docstring), then wait
+        (up to 3 s) until they are reaped too: a zombie still counts against the sandbox's process
+        limit, and the next sample could not start a thread."""
         with contextlib.suppress(OSError):
             os.killpg(pid, signal.SIGKILL)
         needles = (self.marker.encode(), f"CODERUN_SAMPLE={req['token']}".encode())
         me = os.getpid()
-        for _ in range(20):
-            victims = [p for p in self.processes() if p != me and self.belongs(p, pid, needles)]
-            victims += _cgroup_pids(req.get("cgroup"))
-            if not victims:
+        for _ in range(150):
+            found = [(p, self.belongs(p, pid, needles)) for p in self.processes() if p != me]
+            victims = [p for p, state in found if state == "alive"] + _cgroup_pids(req.get("cgroup"))
+            if not victims and "zombie" not in {state for _, state in found}:
                 break
             for p in victims:
                 with contextlib.suppress(OSError):
@@ -284,21 +391,23 @@ class Worker:
     def processes() -> list[int]:
         return [int(e) for e in os.listdir("/proc") if e.isdigit()]
 
-    def belongs(self, p: int, sid: int, needles: tuple[bytes, ...]) -> bool:
+    def belongs(self, p: int, sid: int, needles: tuple[bytes, ...]) -> str | None:
+        """"alive" or "zombie" for a process the sample left, else None."""
         try:
             with open(f"/proc/{p}/stat", "rb") as f:
                 fields = f.read().rsplit(b")", 1)[1].split()
-            if fields[0] in (b"Z", b"X"):
-                return False
+            state = "zombie" if fields[0] in (b"Z", b"X") else "alive"
             if int(fields[3]) == sid:
-                return True
+                return state
             if self.cfg.get("kill_uid") and os.stat(f"/proc/{p}").st_uid == os.getuid():
-                return True
+                return state
+            if state == "zombie":  # its environment can no longer be read
+                return None
             with open(f"/proc/{p}/environ", "rb") as f:
                 env = f.read().split(b"\0")
-            return any(n in env for n in needles)
+            return state if any(n in env for n in needles) else None
         except (OSError, IndexError, ValueError):
-            return False
+            return None
 
     def clean_shared(self) -> None:
         """Remove what a child left in shared temporary folders (docker: /tmp, /dev/shm, /scratch)."""
@@ -309,6 +418,89 @@ class Worker:
                     p = os.path.join(top, name)
                     if p not in keep:
                         _rmtree(p) if os.path.isdir(p) and not os.path.islink(p) else _unlink(p)
+
+
+class _Snapshot:
+    """The pristine tree (without .git) held in the worker's memory: writing a copy from it is about
+    twice as fast as shutil.copytree, which reads every file and copies its metadata one call at a time.
+    The copy is the same: contents, modes, access and modification times, symlinks."""
+
+    LIMIT = 256 << 20
+
+    def __init__(self) -> None:
+        self.dirs: list[tuple[str, int, int, int]] = []          # rel, mode, atime_ns, mtime_ns
+        self.files: list[tuple[str, bytes, int, int, int]] = []  # rel, data, mode, atime_ns, mtime_ns
+        self.links: list[tuple[str, str]] = []
+        self.umask = os.umask(0)
+        os.umask(self.umask)
+
+    @classmethod
+    def take(cls, root: str) -> _Snapshot | None:
+        """None when the tree is over LIMIT bytes or holds something else than files, folders, links."""
+        snap, size = cls(), 0
+        st = os.stat(root)
+        snap.dirs.append(("", st.st_mode, st.st_atime_ns, st.st_mtime_ns))
+        for d, dirs, files in os.walk(root):
+            dirs[:] = [x for x in dirs if x != ".git"]
+            for name in [*dirs, *files]:
+                if name == ".git":
+                    continue
+                path = os.path.join(d, name)
+                rel = os.path.relpath(path, root)
+                st = os.lstat(path)
+                if stat.S_ISLNK(st.st_mode):
+                    snap.links.append((rel, os.readlink(path)))
+                elif stat.S_ISDIR(st.st_mode):
+                    snap.dirs.append((rel, st.st_mode, st.st_atime_ns, st.st_mtime_ns))
+                elif stat.S_ISREG(st.st_mode):
+                    size += st.st_size
+                    if size > cls.LIMIT:
+                        return None
+                    with open(path, "rb") as f:
+                        snap.files.append((rel, f.read(), st.st_mode, st.st_atime_ns, st.st_mtime_ns))
+                else:
+                    return None
+            dirs[:] = [x for x in dirs if not os.path.islink(os.path.join(d, x))]
+        return snap
+
+    def write(self, dest: str) -> None:
+        for rel, *_ in self.dirs:
+            os.mkdir(os.path.join(dest, rel), 0o700)
+        for rel, data, mode, atime, mtime in self.files:
+            path = os.path.join(dest, rel)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, stat.S_IMODE(mode))
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                if stat.S_IMODE(mode) & self.umask:
+                    os.fchmod(fd, stat.S_IMODE(mode))
+            finally:
+                os.close(fd)
+            os.utime(path, ns=(atime, mtime))
+        for rel, target in self.links:
+            os.symlink(target, os.path.join(dest, rel))
+        for rel, mode, atime, mtime in reversed(self.dirs):  # last: writing inside changes a folder's times
+            path = os.path.join(dest, rel)
+            os.chmod(path, stat.S_IMODE(mode))
+            os.utime(path, ns=(atime, mtime))
+
+
+def _pycs(root: str) -> dict[str, bytes]:
+    out = {}
+    for d, _dirs, files in os.walk(root):
+        if os.path.basename(d) == "__pycache__":
+            for f in files:
+                if f.endswith(".pyc"):
+                    with open(os.path.join(d, f), "rb") as fh:
+                        out[os.path.relpath(os.path.join(d, f), root)] = fh.read()
+    return out
+
+
+def _pyc_source(rel: str) -> str:
+    """pkg/__pycache__/mod.cpython-39[-pytest-8.4.2].pyc -> pkg/mod.py"""
+    folder = os.path.dirname(os.path.dirname(rel))
+    return os.path.join(folder, os.path.basename(rel).split(".", 1)[0] + ".py")
 
 
 def _cgroup_pids(path: str | None) -> list[int]:
@@ -329,13 +521,15 @@ def _unlink(p: str) -> None:
 def _child(w: Worker, req: dict, base: str, project: str, out_w: int, err_w: int, rep_w: int) -> None:
     code = 1
     try:
+        # The worker's objects move out of the collector's reach: pytest runs gc.collect() several times
+        # per session, and walking the worker's whole heap (and copying its pages) is most of that.
+        gc.freeze()
         os.setsid()
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
-        os.closerange(3, rep_w)
-        os.closerange(rep_w + 1, 65536)
+        _close_fds_except(rep_w)
         if req.get("cgroup"):
             with open(os.path.join(req["cgroup"], "cgroup.procs"), "w") as f:
                 f.write("0")
@@ -360,6 +554,19 @@ def _child(w: Worker, req: dict, base: str, project: str, out_w: int, err_w: int
         os._exit(code)
 
 
+def _close_fds_except(keep: int) -> None:
+    """Close every fd above 2 but `keep`. The open ones are listed: closing all 65536 possible numbers
+    one by one (os.closerange before Python 3.10) costs 15 ms per sample."""
+    try:
+        fds = [int(fd) for fd in os.listdir("/proc/self/fd")]
+    except OSError:
+        fds = range(3, 65536)
+    for fd in fds:
+        if fd > 2 and fd != keep:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
 def _limits(cfg: dict, timeout: float) -> None:
     lim = cfg.get("limits") or {}
     cpu = int(timeout) + 6
@@ -373,45 +580,97 @@ def _limits(cfg: dict, timeout: float) -> None:
         resource.setrlimit(resource.RLIMIT_NPROC, (lim["nproc"], lim["nproc"]))
 
 
-def _forget_project_modules(root: str) -> None:
-    """The child must import the project from its copy. The worker's warm-up may have imported it already
-    (a plugin such as pytest-django loads the project's settings module), from site-packages when the
-    project is installed there; such modules would shadow the copy, so they are dropped."""
+def _project_packages(root: str) -> set[str]:
     names = set()
     for entry in os.listdir(root):
         if entry.endswith(".py"):
             names.add(entry[:-3])
         elif os.path.isfile(os.path.join(root, entry, "__init__.py")):
             names.add(entry)
+    return names
+
+
+def _forget_folder(base: str) -> None:
+    """Drop what the import system and linecache remember of files under `base`: every sample's folder
+    has the same path, and a directory listing cached for an earlier one must not be used."""
+    for key in [k for k in sys.path_importer_cache if isinstance(k, str) and k.startswith(base)]:
+        del sys.path_importer_cache[key]
+    linecache.clearcache()
+
+
+def _forget_project_modules(root: str) -> None:
+    """The child must import the project from its copy. The worker's warm-up may have imported it already
+    (a plugin such as pytest-django loads the project's settings module), from site-packages when the
+    project is installed there; such modules would shadow the copy, so they are dropped."""
+    names = _project_packages(root)
     for module in [m for m in sys.modules if m.split(".", 1)[0] in names]:
         del sys.modules[module]
 
 
-def _run_pytest(w: Worker, req: dict, base: str, project: str, rep_w: int) -> int:
-    """`python -m pytest ARGS` with PYTHONPATH=harness:import_root, in this already-started interpreter."""
-    harness = w.cfg["harness"]
-    root = os.path.join(project, w.cfg["import_root"]) if w.cfg.get("import_root") else project
+def _import_root(w: Worker, project: str) -> str:
+    return os.path.join(project, w.cfg["import_root"]) if w.cfg.get("import_root") else project
+
+
+def _child_env(w: Worker, req: dict, base: str, project: str) -> dict[str, str]:
     env = dict(w.cfg.get("base_env") or {})
     env.update({"HOME": os.path.join(base, "home"), "TMPDIR": os.path.join(base, "tmp")})
     env.update(req.get("env") or {})
-    env.update({"PYTHONPATH": f"{harness}:{root}", "CODERUN_REPORT": f"/dev/fd/{rep_w}",
-                "CODERUN_REPORT_TOKEN": req["token"], "CODERUN_TEST_TIMEOUT": str(req["per_test_timeout"]),
-                "CODERUN_SAMPLE": req["token"]})
+    env["PYTHONPATH"] = f"{w.cfg['harness']}:{_import_root(w, project)}"
+    return env
+
+
+def _run_pytest(w: Worker, req: dict, base: str, project: str, rep_w: int) -> int:
+    """`python -m pytest ARGS` with PYTHONPATH=harness:import_root, in this already-started interpreter."""
+    harness, root = w.cfg["harness"], _import_root(w, project)
+    env = _child_env(w, req, base, project)
+    if req.get("prime"):  # the one run that writes bytecode, on the pristine tree
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        sys.dont_write_bytecode = False
+    env.update({"CODERUN_REPORT": f"/dev/fd/{rep_w}", "CODERUN_REPORT_TOKEN": req["token"],
+                "CODERUN_TEST_TIMEOUT": str(req["per_test_timeout"]), "CODERUN_SAMPLE": req["token"]})
     os.environ.clear()
     os.environ.update(env)
     tempfile.tempdir = None
     _forget_project_modules(root)
+    _forget_folder(base)
     sys.path[:] = [project, harness, root, *w.base_path]
     sys.argv = [os.path.join(os.path.dirname(pytest.__file__), "__main__.py"), *req["args"]]
     atexit._clear()
+    before, probe = set(sys.modules), _Probe()
     try:
-        code = int(pytest.main(list(req["args"])))
+        code = int(pytest.main(list(req["args"]), plugins=[probe] if req.get("prime") else None))
     except SystemExit as e:
         code = _exit_code(e.code)
     except KeyboardInterrupt:
         code = 130
     code = _shutdown(code)
+    if req.get("prime"):
+        _report_imports(rep_w, before, probe, (base, harness))
     return code
+
+
+class _Probe:
+    """Priming only: keeps pytest's config, to read which modules it marked for assertion rewriting."""
+
+    config = None
+
+    def pytest_configure(self, config) -> None:
+        self.config = config
+
+
+def _report_imports(fd: int, before: set[str], probe: _Probe, inside: tuple[str, ...]) -> None:
+    """Priming only: the installed modules the collection imported, in import order."""
+    names, inside = [], tuple(os.path.realpath(d) + os.sep for d in inside)
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if name in before or (path is None and name not in sys.builtin_module_names):
+            continue
+        if path is None or not os.path.realpath(path).startswith(inside):
+            names.append(name)
+    hook = getattr(getattr(probe.config, "pluginmanager", None), "rewrite_hook", None)
+    line = json.dumps({"prime": names, "rewrite": sorted(getattr(hook, "_must_rewrite", ()))}) + "\n"
+    with contextlib.suppress(OSError):
+        os.write(fd, line.encode())
 
 
 def _exit_code(value: object) -> int:

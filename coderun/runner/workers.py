@@ -234,6 +234,7 @@ class Worker:
     def run(self, run: SampleRun) -> Evidence:
         token = uuid.uuid4().hex
         req = {"kind": "run", "id": token, "token": token, "relfile": run.relfile, "source": run.new_source,
+               "nodeids": list(run.nodeids),
                "timeout": run.timeout, "per_test_timeout": max(run.per_test_timeout, 0),
                "env": {k: v for k, v in run.env.items() if k != "PYTHONPATH"},
                "args": _command(self.sandbox, run)[3:], "output_limit": self.spec.limits.output_limit}
