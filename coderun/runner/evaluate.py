@@ -244,16 +244,19 @@ def _run_units(units: list[_Unit], store: RunStore, pool: WorkerPool | NaivePool
                jobs: int, summary: RunSummary, progress: Callable[[Result], None]) -> None:
     consecutive_infra = 0
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="coderun-eval") as ex:
-        todo = iter(units)
+        todo = list(units)
         running: dict[Future, _Unit] = {}
+        freed: list[str] = []  # projects whose slot just finished a unit
         while True:
-            while len(running) < jobs and (u := next(todo, None)) is not None:
+            while len(running) < jobs and todo:
+                busy = {r.task.project for r in running.values()}
+                u = todo.pop(_next_unit(todo, freed.pop() if freed else None, busy))
                 running[ex.submit(_evaluate_unit, u, store, pool, projects[u.task.project])] = u
             if not running:
                 break
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for fut in finished:
-                running.pop(fut)
+                freed.append(running.pop(fut).task.project)
                 results = _finished(fut, store)
                 for r in results:
                     _count(summary, r)
@@ -266,6 +269,17 @@ def _run_units(units: list[_Unit], store: RunStore, pool: WorkerPool | NaivePool
                 raise SandboxError(
                     f"the sandbox failed {consecutive_infra} times in a row: {results[0].reason}",
                     hint=f"fix the engine or disk, then continue with `coderun eval --resume {store.path}`")
+
+
+def _next_unit(todo: list[_Unit], project: str | None, busy: set[str]) -> int:
+    """The longest remaining unit of the project a slot just worked on; else of a project no other slot
+    is on; else the longest of all. A slot stays with one project while it has work, so the workers
+    executor starts about one worker per project, not one per project and slot."""
+    for wanted in (lambda u: u.task.project == project, lambda u: u.task.project not in busy):
+        for i, u in enumerate(todo):
+            if wanted(u):
+                return i
+    return 0
 
 
 def _finished(fut: Future, store: RunStore) -> list[Result]:
