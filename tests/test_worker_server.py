@@ -1,0 +1,92 @@
+"""Pieces of the worker (coderun/runner/worker_server.py) and the eval scheduler that the end-to-end
+worker tests cannot single out: the in-memory copy of the pristine tree, which kept bytecode a sample's
+copy leaves out, and the order in which slots take units."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from pathlib import Path
+from types import SimpleNamespace
+
+from coderun.runner import worker_server as ws
+from coderun.runner.evaluate import _next_unit
+
+
+def _tree(root: Path) -> dict[str, tuple]:
+    out = {}
+    for d, dirs, files in os.walk(root):
+        for name in [*dirs, *files]:
+            p = Path(d) / name
+            st = p.lstat()
+            rel = str(p.relative_to(root))
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = ("link", os.readlink(p))
+            elif p.is_dir():
+                out[rel] = ("dir", stat.S_IMODE(st.st_mode), st.st_mtime_ns)
+            else:
+                out[rel] = ("file", p.read_bytes(), stat.S_IMODE(st.st_mode), st.st_mtime_ns)
+    return out
+
+
+def test_snapshot_copy_equals_copytree(tmp_path):
+    src = tmp_path / "src"
+    (src / "pkg" / "sub").mkdir(parents=True)
+    (src / ".git").mkdir()
+    (src / ".git" / "HEAD").write_text("ref")
+    (src / "pkg" / "__init__.py").write_text("")
+    (src / "pkg" / "mod.py").write_text("x = 1\n")
+    (src / "pkg" / "sub" / "data.bin").write_bytes(bytes(range(256)) * 100)
+    (src / "run.sh").write_text("#!/bin/sh\n")
+    (src / "run.sh").chmod(0o755)
+    (src / "ro.txt").write_text("read only")
+    (src / "ro.txt").chmod(0o444)
+    (src / "link").symlink_to("pkg/mod.py")
+    os.utime(src / "pkg" / "mod.py", ns=(1_000_000_000_000_000_000, 1_000_000_000_123_456_789))
+    os.utime(src / "pkg", ns=(1_500_000_000_000_000_000, 1_500_000_000_000_000_000))
+
+    snap = ws._Snapshot.take(str(src))
+    assert snap is not None
+    snap.write(str(tmp_path / "ours"))
+    shutil.copytree(src, tmp_path / "theirs", symlinks=True, ignore=shutil.ignore_patterns(".git"))
+    ours, theirs = _tree(tmp_path / "ours"), _tree(tmp_path / "theirs")
+    assert ours == theirs
+    assert ".git" not in ours and ours["pkg/mod.py"][3] == 1_000_000_000_123_456_789
+
+
+def test_snapshot_gives_up_on_a_tree_over_its_limit(tmp_path, monkeypatch):
+    (tmp_path / "big.bin").write_bytes(b"x" * 2000)
+    monkeypatch.setattr(ws._Snapshot, "LIMIT", 1000)
+    assert ws._Snapshot.take(str(tmp_path)) is None
+
+
+def test_kept_bytecode_maps_to_its_source():
+    assert ws._pyc_source("pkg/__pycache__/mod.cpython-39.pyc") == "pkg/mod.py"
+    assert ws._pyc_source("tests/__pycache__/test_x.cpython-39-pytest-8.4.2.pyc") == "tests/test_x.py"
+    assert ws._pyc_source("__pycache__/conftest.cpython-311.pyc") == "conftest.py"
+
+
+def test_kept_bytecode_of_the_spliced_file_is_left_out(tmp_path):
+    src = tmp_path / "src"
+    (src / "pkg").mkdir(parents=True)
+    (src / "pkg" / "mod.py").write_text("x = 1\n")
+    (src / "pkg" / "other.py").write_text("y = 2\n")
+    worker = SimpleNamespace(source=str(src), snapshot=None, bytecode={
+        "pkg/__pycache__/mod.cpython-39.pyc": b"stale", "pkg/__pycache__/other.cpython-39.pyc": b"kept"})
+    ws.Worker.copy_pristine(worker, str(tmp_path / "copy"), skip="pkg/mod.py")
+    cache = tmp_path / "copy" / "pkg" / "__pycache__"
+    assert sorted(p.name for p in cache.iterdir()) == ["other.cpython-39.pyc"]
+
+
+def _unit(project: str, cost: float):
+    return SimpleNamespace(task=SimpleNamespace(project=project), cost=cost)
+
+
+def test_a_slot_stays_with_its_project_then_takes_one_nobody_is_on():
+    todo = [_unit("a", 9), _unit("b", 8), _unit("a", 7), _unit("c", 6)]
+    assert _next_unit(todo, None, set()) == 0           # the longest first
+    assert _next_unit(todo, None, {"a"}) == 1           # a second slot starts on another project
+    assert _next_unit(todo, "c", {"a"}) == 3            # a slot keeps its project
+    assert _next_unit(todo, "d", {"a", "b"}) == 3       # its project is done: one nobody is on
+    assert _next_unit(todo, "d", {"a", "b", "c"}) == 0  # everybody busy: the longest
