@@ -72,7 +72,7 @@ def test_kept_bytecode_of_the_spliced_file_is_left_out(tmp_path):
     (src / "pkg").mkdir(parents=True)
     (src / "pkg" / "mod.py").write_text("x = 1\n")
     (src / "pkg" / "other.py").write_text("y = 2\n")
-    worker = SimpleNamespace(source=str(src), snapshot=None, bytecode={
+    worker = SimpleNamespace(source=str(src), snapshot=ws._Snapshot.take(str(src)), bytecode={
         "pkg/__pycache__/mod.cpython-39.pyc": b"stale", "pkg/__pycache__/other.cpython-39.pyc": b"kept"})
     ws.Worker.copy_pristine(worker, str(tmp_path / "copy"), skip="pkg/mod.py")
     cache = tmp_path / "copy" / "pkg" / "__pycache__"

@@ -143,7 +143,7 @@ class Worker:
         self.bytecode: dict[str, bytes] = {}      # relative .pyc path -> content, from priming runs
         self.primed: set[str] = set()             # test files whose collection was primed
         self.leftovers: list[tuple[str, dict]] = []  # a finished sample's folder and request, to clean
-        self.snapshot: _Snapshot | bool | None = None  # the pristine tree in memory (False: too big)
+        self.snapshot: _Snapshot | None = None    # the pristine tree in memory (None: too big)
         os.makedirs(self.scratch, mode=0o700, exist_ok=True)
         self.proto_in = os.fdopen(os.dup(0), "rb")
         self.proto_out = os.dup(1)
@@ -161,6 +161,7 @@ class Worker:
     def serve(self) -> None:
         _set_dumpable(0)
         self.warm_up()
+        self.snapshot = _Snapshot.take(self.source)
         self.send({"kind": "hello", "pid": os.getpid(), "uid": os.getuid(), "python": sys.version.split()[0],
                    "pytest": pytest.__version__, "pristine": _hashes(self.source)})
         for line in self.proto_in:
@@ -215,7 +216,7 @@ class Worker:
         .pyc files written and import what the collection imported from outside the project. A failed
         priming only means that those files get compiled, and those modules imported, by every sample."""
         files = [f for f in dict.fromkeys(n.split("::", 1)[0] for n in req["nodeids"]) if f not in self.primed]
-        if not files or not req.get("prime", True):
+        if not files:
             return 0.0
         t0 = time.monotonic()
         self.primed.update(files)
@@ -276,9 +277,7 @@ class Worker:
 
     def copy_pristine(self, project: str, skip: str | None) -> None:
         """The pristine tree, plus the kept bytecode except the file about to be replaced's."""
-        if self.snapshot is None:
-            self.snapshot = _Snapshot.take(self.source) or False
-        if self.snapshot:
+        if self.snapshot is not None:
             self.snapshot.write(project)
         else:
             shutil.copytree(self.source, project, symlinks=True, ignore=shutil.ignore_patterns(".git"))
@@ -460,7 +459,6 @@ class _Snapshot:
                         snap.files.append((rel, f.read(), st.st_mode, st.st_atime_ns, st.st_mtime_ns))
                 else:
                     return None
-            dirs[:] = [x for x in dirs if not os.path.islink(os.path.join(d, x))]
         return snap
 
     def write(self, dest: str) -> None:
