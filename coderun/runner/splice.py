@@ -35,6 +35,7 @@ What `splice` does with a sample, in order:
 from __future__ import annotations
 
 import ast
+import functools
 import pickle
 import re
 import subprocess
@@ -629,6 +630,7 @@ def _import_point(data: bytes, root: Node) -> int:
     return len(data) if newline < 0 else newline + 1
 
 
+@functools.lru_cache(maxsize=4096)
 def _import_key(text: str) -> str:
     try:
         return ast.dump(_quiet_parse(text, None))
@@ -681,6 +683,12 @@ def _compile_error(source: str, python: tuple[int, int] | None) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=64)
+def _original_compiles(source: str, python: tuple[int, int] | None) -> bool:
+    """The same file is checked for every sample of its task: once is enough."""
+    return _compile_error(source, python) is None
+
+
 def splice(original_file_source: str, target_qualname: str, sample_code: str, *,
            python: tuple[int, int] | None = None, lineno: int | None = None) -> SpliceResult:
     """Replace the definition of `target_qualname` in a file by the sample's definition.
@@ -731,7 +739,7 @@ def splice(original_file_source: str, target_qualname: str, sample_code: str, *,
     helper_names = [_name(h) or ", ".join(_assigned_names(h) or []) for h in plan.in_scope + plan.after_class]
     common = dict(function_code=function_code, helper_names=helper_names, hoisted_imports=imports,
                   notes=notes)
-    if _compile_error(original_file_source, python) is None:
+    if _original_compiles(original_file_source, python):
         error = _compile_error(new_source, python)
         if error is not None:
             return SpliceResult(ok=False, error=SpliceErrorKind.SYNTAX, new_source=new_source,
