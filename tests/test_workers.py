@@ -95,3 +95,35 @@ def test_a_sample_that_kills_its_worker_falls_back_to_naive(backend, request, tm
     assert after.verdict == VerdictKind.PASS
     assert len(pool.notes) == 1 and "naive" in pool.notes[0]
     assert "fallback from workers" in (tmp_path / "killer.log").read_text()
+
+
+def _task_runs(pool, names: list[str], tmp_path, pytest_args: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """(verdict, log text) of each sample, run in order on one worker."""
+    out = []
+    with pool:
+        for i, name in enumerate(names):
+            log = tmp_path / f"{i}-{name}.log"
+            run = SampleRun(relfile="pkg/mod.py", new_source=SAMPLES[name], nodeids=list(NODEIDS), timeout=20,
+                            per_test_timeout=3, env={}, pytest_args=pytest_args, log_path=log)
+            out.append((grade(NODEIDS, pool.run("tiny", run)).verdict.value, log.read_text()))
+    return out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_samples_of_a_task_share_one_pytest_configuration(backend, request, tmp_path):
+    pool = WorkerPool(backend, {"tiny": spec_for(backend, request)}, jobs=1)
+    runs = _task_runs(pool, ["correct", "wrong", "correct"], tmp_path)
+    assert [v for v, _ in runs] == ["pass", "fail", "pass"]
+    assert all("pytest configured once for the task" in log for _, log in runs)
+    assert pool.notes == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_project_module_loaded_while_pytest_is_configured_is_never_shared(backend, request, tmp_path):
+    """`-p pkg.mod` imports the module under test before the pause: a template would hand every child the
+    pristine module, and the wrong sample would pass. The worker must configure pytest per sample."""
+    pool = WorkerPool(backend, {"tiny": spec_for(backend, request)}, jobs=1)
+    runs = _task_runs(pool, ["correct", "wrong", "correct"], tmp_path, pytest_args=("-p", "pkg.mod"))
+    assert [v for v, _ in runs] == ["pass", "fail", "pass"]
+    assert not any("configured once" in log for _, log in runs)
+    assert pool.notes == []

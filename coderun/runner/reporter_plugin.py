@@ -34,13 +34,23 @@ import time
 
 import pytest
 
-_PATH = os.environ.pop("CODERUN_REPORT", "")
-_TOKEN = os.environ.pop("CODERUN_REPORT_TOKEN", "")
-_TIMEOUT = float(os.environ.pop("CODERUN_TEST_TIMEOUT", "0") or 0)
-_ROOT = os.path.realpath(os.getcwd())   # the sample's copy: pytest runs from its root
-_FD = os.open(_PATH, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600) if _PATH else -1
-# The real stderr, kept before pytest captures fd 2, so faulthandler's dump reaches the parent.
-_STDERR = os.fdopen(os.dup(2), "w") if _TIMEOUT > 0 else None
+_TOKEN, _TIMEOUT, _ROOT, _FD, _STDERR = "", 0.0, "", -1, None
+
+
+def _arm() -> None:
+    """Read (and remove) the three variables. Called on import; coderun's worker, which imports this
+    module once per task before forking a process per sample, calls it again in each of them."""
+    global _TOKEN, _TIMEOUT, _ROOT, _FD, _STDERR
+    path = os.environ.pop("CODERUN_REPORT", "")
+    _TOKEN = os.environ.pop("CODERUN_REPORT_TOKEN", "")
+    _TIMEOUT = float(os.environ.pop("CODERUN_TEST_TIMEOUT", "0") or 0)
+    _ROOT = os.path.realpath(os.getcwd())   # the sample's copy: pytest runs from its root
+    _FD = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600) if path else -1
+    # The real stderr, kept before pytest captures fd 2, so faulthandler's dump reaches the parent.
+    _STDERR = os.fdopen(os.dup(2), "w") if _TIMEOUT > 0 else None
+
+
+_arm()
 _MAX_MESSAGE = 4000
 _MAX_LINES = 40
 

@@ -23,6 +23,12 @@ non-dumpable (a child of the same user can then neither ptrace it nor open its /
   environment, rebuilds `sys.path` as `python -m pytest` with PYTHONPATH would, and runs `pytest.main`
   on the requested node ids; then shuts down as an interpreter would (non-daemon threads joined, atexit
   handlers run) and leaves with pytest's exit code;
+- configures pytest once per task (see README, "Executors and speed"): a forked *template* sets up the child's
+  state in a pristine copy, runs pytest.main and pauses in pytest_load_initial_conftests, before any conftest
+  or test module is imported; each sample's child is then forked from the template and returns from that
+  hook into pytest, in its own copy. The template answers the requests it is given exactly as the worker
+  would (through the worker, which relays its answer lines); a task whose configuration imported project
+  code, started a thread or has another outermost wrapper of that hook is run without a template;
 - kills the child's process group at the deadline, then every process the child left behind (its
   session, anything carrying this worker's or this sample's marker, and when `kill_uid` is set every
   other process of this user), hashes the copy after the run and deletes it and everything the child
@@ -52,35 +58,59 @@ import tempfile
 import threading
 import time
 import warnings
+from collections.abc import Callable
 
 import pytest
 
 _SKIP_DIRS = ("__pycache__", ".git", ".pytest_cache", ".mypy_cache")
+_REPORTER = "coderun_reporter"  # coderun.runner.execute.REPORTER_MODULE
 _REPORT_LIMIT = 64 << 20
 
 
-def _hashes(root: str) -> dict[str, str]:
-    """sha256 of every file under root (same rules as coderun.runner.execute._HASH_SCRIPT)."""
-    out = {}
-    for d, dirs, files in os.walk(root):
-        dirs[:] = [x for x in dirs if x not in _SKIP_DIRS]
-        for f in files:
-            p = os.path.join(d, f)
-            if f.endswith((".pyc", ".pyo")):
-                continue
-            rel = os.path.relpath(p, root)
+def _hashes(root: str, known: dict[str, tuple[bytes, str]] | None = None) -> dict[str, str]:
+    """sha256 of every file under root, by the rules of coderun.runner.execute._HASH_SCRIPT (an os.walk:
+    symlinks to folders are neither listed nor followed). A file whose bytes equal its `known` content
+    gets the known hash without hashing; comparing is cheaper, and so is scandir's cached file type."""
+    out: dict[str, str] = {}
+    known = known or {}
+    todo = [("", root)]
+    while todo:
+        prefix, folder = todo.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            rel = prefix + entry.name
             try:
-                if os.path.islink(p):
-                    out[rel] = "link:" + os.readlink(p)
+                if entry.is_dir():
+                    if entry.name not in _SKIP_DIRS and not entry.is_symlink():
+                        todo.append((rel + os.sep, entry.path))
+                elif entry.name.endswith((".pyc", ".pyo")):
+                    continue
+                elif entry.is_symlink():
+                    out[rel] = "link:" + os.readlink(entry.path)
                 else:
-                    h = hashlib.sha256()
-                    with open(p, "rb") as fh:
-                        for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
-                            h.update(chunk)
-                    out[rel] = h.hexdigest()
+                    out[rel] = _file_hash(entry.path, known.get(rel))
             except OSError as e:
                 out[rel] = "unreadable:" + type(e).__name__
     return out
+
+
+def _file_hash(path: str, known: tuple[bytes, str] | None) -> str:
+    h = hashlib.sha256()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if known is not None:
+            head = os.read(fd, len(known[0]) + 1)
+            if head == known[0]:
+                return known[1]
+            h.update(head)
+        for chunk in iter(lambda: os.read(fd, 1 << 20), b""):
+            h.update(chunk)
+    finally:
+        os.close(fd)
+    return h.hexdigest()
 
 
 class _Capped:
@@ -144,6 +174,11 @@ class Worker:
         self.primed: set[str] = set()             # test files whose collection was primed
         self.leftovers: list[tuple[str, dict]] = []  # a finished sample's folder and request, to clean
         self.snapshot: _Snapshot | None = None    # the pristine tree in memory (None: too big)
+        self.known: dict[str, tuple[bytes, str]] = {}  # relative path -> pristine bytes and sha256
+        self.template: _Template | None = None    # (worker) the paused copy of the current task
+        self.untemplated: set[str] = set()        # (worker) task keys a template refused
+        self.paused = False                       # (template) True: a child goes back into pytest
+        self.spare: set[int] = set()              # (template) never swept: the worker
         os.makedirs(self.scratch, mode=0o700, exist_ok=True)
         self.proto_in = os.fdopen(os.dup(0), "rb")
         self.proto_out = os.dup(1)
@@ -162,17 +197,111 @@ class Worker:
         _set_dumpable(0)
         self.warm_up()
         self.snapshot = _Snapshot.take(self.source)
+        pristine = _hashes(self.source)
+        if self.snapshot is not None:
+            self.known = {rel: (data, pristine[rel]) for rel, data, *_ in self.snapshot.files if rel in pristine}
         self.send({"kind": "hello", "pid": os.getpid(), "uid": os.getuid(), "python": sys.version.split()[0],
-                   "pytest": pytest.__version__, "pristine": _hashes(self.source)})
+                   "pytest": pytest.__version__, "pristine": pristine})
+        try:
+            self.answer_all(delegate=True)
+        finally:
+            self.stop_template()
+
+    def answer_all(self, delegate: bool) -> None:
+        """Answer every request on the protocol channel (the template's, too: its channel is the worker)."""
         for line in self.proto_in:
             req = json.loads(line)
             try:
-                self.send(self.run(req))
+                answer = self.delegate(req) if delegate else None
+                if answer is None:
+                    self.send(self.run(req))
+                else:
+                    self.send_raw(answer)
+            except _Resume:  # a sample's child of the template: its folder is not to be cleaned
+                self.leftovers.clear()
+                raise
             except Exception as e:  # the worker's own failure: coderun falls back to the naive path
                 self.send({"kind": "error", "id": req.get("id"), "error": f"{type(e).__name__}: {e}"})
             finally:  # after the answer: coderun grades while the folder is removed
                 while self.leftovers:
                     self.finish(*self.leftovers.pop())
+
+    def send_raw(self, line: bytes) -> None:
+        view = memoryview(line)
+        while view:
+            view = view[os.write(self.proto_out, view):]
+
+    # -- templates: pytest configured once per task ---------------------------------------------
+
+    def delegate(self, req: dict) -> bytes | None:
+        """The answer line of this task's template, started when needed; None: run the sample here.
+        Priming (new test files) happens here first: it forks, and the sweep after it would end a
+        template, so the template is stopped first and started afterwards."""
+        key = _template_key(req)
+        if self.template is not None and (self.template.key != key or self.unprimed(req)):
+            self.stop_template()
+        req["prime_s"] = self.prime(req)
+        if self.template is None and key not in self.untemplated:
+            self.template = self.start_template(req, key)
+        if self.template is None:
+            return None
+        line = self.template.ask(req)
+        if line is None:  # the template died: this sample, and the task's next ones, run here
+            self.stop_template()
+            self.untemplated.add(key)
+        return line
+
+    def unprimed(self, req: dict) -> bool:
+        return any(n.split("::", 1)[0] not in self.primed for n in req["nodeids"])
+
+    def start_template(self, req: dict, key: str) -> _Template | None:
+        to_r, to_w = os.pipe()
+        back_r, back_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(to_w)
+            os.close(back_r)
+            _run_then_exit(lambda: self.become_template(req, to_r, back_w))
+        os.close(to_r)
+        os.close(back_w)
+        template = _Template(key, pid, to_w, back_r)
+        ready = template.first_line(float(req["timeout"]))
+        if ready.get("ready"):
+            return template
+        template.stop()
+        self.untemplated.add(key)
+        return None
+
+    def stop_template(self) -> None:
+        if self.template is not None:
+            self.template.stop()
+            self.template = None
+
+    def become_template(self, req: dict, cmd_fd: int, answer_fd: int) -> int:
+        """In the forked copy: configure pytest for this task in a pristine copy, as a child would, and
+        pause when pytest is about to load the project's conftest files (see _Pause). Returns only in a
+        sample's child, with pytest's exit code; the template itself ends inside the pause."""
+        self.proto_in, self.proto_out = os.fdopen(cmd_fd, "rb"), answer_fd
+        self.spare, self.paused = {os.getppid()}, True
+        gc.freeze()  # see _isolate
+        base, project = self.fresh_folder()
+        self.copy_pristine(project, skip=None)
+        output = _ConfigOutput()
+        os.chdir(project)
+        _enter_project(self, req, base, project, _child_env(self, req, base, project))
+        pause = _Pause(self, set(sys.modules), _project_packages(_import_root(self, project)), output)
+        code = _call_pytest(req["args"], [pause])
+        if not pause.resumed:  # pytest ended before the pause: the task runs without a template
+            output.restore()
+            self.send({"ready": False, "why": f"pytest ended before loading conftest files (exit {code})"})
+            return 0
+        return _shutdown(code)
+
+    def serve_template(self) -> None:
+        """The template's loop: returns in nothing but a sample's child, by raising _Resume."""
+        self.send({"ready": True})
+        self.answer_all(delegate=False)
+        os._exit(0)
 
     def warm_up(self) -> None:
         """Collect an empty folder once, so the modules pytest imports lazily are loaded before the first
@@ -194,7 +323,7 @@ class Worker:
     # -- one sample --------------------------------------------------------------------------
 
     def run(self, req: dict) -> dict:
-        timing = {"prime": self.prime(req)}
+        timing = {"prime": req.pop("prime_s", 0.0) + self.prime(req)}
         base, project = self.fresh_folder()
         try:
             t0 = time.monotonic()
@@ -205,8 +334,9 @@ class Worker:
             t1 = time.monotonic()
             answer = self.fork_and_wait(req, base, project)
             t2 = time.monotonic()
-            answer["after"] = _hashes(project)
+            answer["after"] = _hashes(project, self.known)
             answer["timing"] = {**timing, "copy": t1 - t0, "child": t2 - t1, "hash": time.monotonic() - t2}
+            answer["template"] = self.paused
             return answer
         finally:
             self.leftovers.append((base, req))
@@ -328,6 +458,8 @@ class Worker:
             os.close(out_r)
             os.close(err_r)
             os.close(rep_r)
+            if self.paused:
+                _resume_child(self, req, base, project, out_w, err_w, rep_w)  # raises _Resume
             _child(self, req, base, project, out_w, err_w, rep_w)  # never returns
         for fd in (out_w, err_w, rep_w):
             os.close(fd)
@@ -377,7 +509,7 @@ class Worker:
         needles = (self.marker.encode(), f"CODERUN_SAMPLE={req['token']}".encode())
         me = os.getpid()
         for _ in range(150):
-            found = [(p, self.belongs(p, pid, needles)) for p in self.processes() if p != me]
+            found = [(p, self.belongs(p, pid, needles)) for p in self.processes() if p != me and p not in self.spare]
             victims = [p for p, state in found if state == "alive"] + _cgroup_pids(req.get("cgroup"))
             if not victims and "zombie" not in {state for _, state in found}:
                 break
@@ -473,15 +605,144 @@ class _Snapshot:
                     view = view[os.write(fd, view):]
                 if stat.S_IMODE(mode) & self.umask:
                     os.fchmod(fd, stat.S_IMODE(mode))
+                os.utime(fd, ns=(atime, mtime))
             finally:
                 os.close(fd)
-            os.utime(path, ns=(atime, mtime))
         for rel, target in self.links:
             os.symlink(target, os.path.join(dest, rel))
         for rel, mode, atime, mtime in reversed(self.dirs):  # last: writing inside changes a folder's times
             path = os.path.join(dest, rel)
             os.chmod(path, stat.S_IMODE(mode))
             os.utime(path, ns=(atime, mtime))
+
+
+class _Resume(BaseException):
+    """Raised in a sample's child of a template, up to the pause, where pytest goes on for that sample."""
+
+
+class _Template:
+    """The worker's side of a template: its pid and the two pipes (requests in, answer lines out)."""
+
+    def __init__(self, key: str, pid: int, to_fd: int, from_fd: int):
+        self.key, self.pid, self.to_fd = key, pid, to_fd
+        self.reader = os.fdopen(from_fd, "rb")
+
+    def first_line(self, timeout: float) -> dict:
+        """The template's word on whether it paused ({"ready": true}); {} when it did not say in time."""
+        if not select.select([self.reader], [], [], timeout)[0]:
+            return {}
+        with contextlib.suppress(ValueError):
+            return json.loads(self.reader.readline() or b"{}")
+        return {}
+
+    def ask(self, req: dict) -> bytes | None:
+        """The template's answer line for `req`, as it wrote it; None when the template is gone."""
+        view = memoryview((json.dumps(req) + "\n").encode("utf-8", "replace"))
+        try:
+            while view:
+                view = view[os.write(self.to_fd, view):]
+            line = self.reader.readline()
+        except OSError:
+            return None
+        return line if line.endswith(b"\n") else None
+
+    def stop(self) -> None:
+        """Close its request pipe (it cleans up and exits at EOF), killing it if it does not in 10 s."""
+        for close in (lambda: os.close(self.to_fd), self.reader.close):
+            with contextlib.suppress(OSError):
+                close()
+        for _ in range(1000):
+            with contextlib.suppress(ChildProcessError):
+                if os.waitpid(self.pid, os.WNOHANG)[0]:
+                    return
+                time.sleep(0.01)
+                continue
+            return
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+
+
+class _ConfigOutput:
+    """What pytest's configuration prints in a template (fds 1 and 2), printed again by each child."""
+
+    FDS = (1, 2)
+
+    def __init__(self) -> None:
+        # the files outlive this method: they are read and closed in collect()
+        self.files = [tempfile.TemporaryFile() for _ in self.FDS]  # noqa: SIM115
+        self.saved = [os.dup(fd) for fd in self.FDS]
+        for i, fd in enumerate(self.FDS):
+            os.dup2(self.files[i].fileno(), fd)
+        self.data: list[bytes] | None = None
+
+    def collect(self) -> None:
+        """Read what was printed and point fds 1 and 2 back where they were (once)."""
+        if self.data is not None:
+            return
+        with contextlib.suppress(BaseException):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        self.data = []
+        for i, fd in enumerate(self.FDS):
+            self.files[i].seek(0)
+            self.data.append(self.files[i].read())
+            self.files[i].close()
+            os.dup2(self.saved[i], fd)
+            os.close(self.saved[i])
+
+    def replay(self) -> None:
+        for i, data in enumerate(self.data or ()):
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self.FDS[i], view):]
+
+
+class _Pause:
+    """The template's plugin: outermost wrapper of pytest_load_initial_conftests, the hook in which pytest
+    loads the project's conftest files (and capturing starts). Everything before it depends only on the
+    arguments, the environment and the pristine tree, so it is done once per task. The template pauses
+    here and forks a child per sample, which goes on with pytest from this point in its own copy."""
+
+    def __init__(self, worker: Worker, before: set[str], packages: set[str], output: _ConfigOutput):
+        self.worker, self.before, self.packages, self.output = worker, before, packages, output
+        self.resumed = False
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_load_initial_conftests(self, early_config, parser, args):
+        why = self.refusal(early_config)
+        self.output.collect()
+        if why:
+            self.worker.send({"ready": False, "why": why})
+            os._exit(0)
+        try:
+            self.worker.serve_template()
+        except _Resume:
+            self.resumed = True
+            self.output.replay()
+        yield
+
+    def refusal(self, config) -> str | None:
+        """Why this configuration cannot be shared by the task's samples; None when it can."""
+        if threading.active_count() > 1:
+            return "a thread was started while pytest was configured"
+        base = os.path.join(self.worker.scratch, "s") + os.sep
+        project = [m for m in set(sys.modules) - self.before if m.split(".", 1)[0] in self.packages
+                   or str(getattr(sys.modules[m], "__file__", None) or "").startswith(base)]
+        if project:
+            return f"configuring pytest imported modules of the project: {sorted(project)[:5]}"
+        if not hasattr(sys.modules.get(_REPORTER), "_arm"):
+            return f"{_REPORTER} was not loaded"
+        for impl in config.hook.pytest_load_initial_conftests.get_hookimpls():
+            wraps = getattr(impl, "hookwrapper", False) or getattr(impl, "wrapper", False)
+            if impl.plugin is not self and wraps and impl.tryfirst:
+                return f"plugin {impl.plugin_name} wraps pytest_load_initial_conftests first, too"
+        return None
+
+
+def _template_key(req: dict) -> str:
+    """Samples with the same key share a template: same arguments, environment and spliced file."""
+    return json.dumps([req["args"], req.get("env") or {}, req["relfile"]], sort_keys=True)
 
 
 def _pycs(root: str) -> dict[str, bytes]:
@@ -517,30 +778,19 @@ def _unlink(p: str) -> None:
 
 
 def _child(w: Worker, req: dict, base: str, project: str, out_w: int, err_w: int, rep_w: int) -> None:
+    def body() -> int:
+        _isolate(w, req, project, out_w, err_w, rep_w)
+        return _run_pytest(w, req, base, project, rep_w)
+
+    _run_then_exit(body)
+
+
+def _run_then_exit(body: Callable[[], int]) -> None:
+    """A forked process: run `body` and leave with its code, never returning into the worker's loop."""
     code = 1
     try:
-        # The worker's objects move out of the collector's reach: pytest runs gc.collect() several times
-        # per session, and walking the worker's whole heap (and copying its pages) is most of that.
-        gc.freeze()
-        os.setsid()
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(out_w, 1)
-        os.dup2(err_w, 2)
-        _close_fds_except(rep_w)
-        if req.get("cgroup"):
-            with open(os.path.join(req["cgroup"], "cgroup.procs"), "w") as f:
-                f.write("0")
-        _set_dumpable(1)  # its own /proc/self/fd must stay openable (the report channel is /dev/fd/N)
-        with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
-            f.write("1000")  # a memory bomb takes the child down first, not the worker beside it
-        _limits(w.cfg, float(req["timeout"]))
-        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGALRM, signal.SIGCHLD):
-            signal.signal(sig, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        os.chdir(project)
-        code = _run_pytest(w, req, base, project, rep_w)
-    except BaseException:  # noqa: BLE001  (the child must never return into the worker's loop)
+        code = body()
+    except BaseException:  # noqa: BLE001  (printed, as the interpreter would)
         with contextlib.suppress(Exception):
             import traceback
 
@@ -550,6 +800,51 @@ def _child(w: Worker, req: dict, base: str, project: str, out_w: int, err_w: int
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(code)
+
+
+def _resume_child(w: Worker, req: dict, base: str, project: str, out_w: int, err_w: int, rep_w: int) -> None:
+    """A template's child: isolated like any other, given this sample's environment and report channel,
+    then sent back into the paused pytest."""
+    try:
+        _isolate(w, req, project, out_w, err_w, rep_w)
+        os.environ.update(_sample_env(req, rep_w))
+        tempfile.tempdir = None
+        _forget_folder(os.path.dirname(project))
+        sys.modules[_REPORTER]._arm()
+    except BaseException:  # noqa: BLE001
+        with contextlib.suppress(Exception):
+            import traceback
+
+            traceback.print_exc()
+        os._exit(1)
+    raise _Resume
+
+
+def _isolate(w: Worker, req: dict, project: str, out_w: int, err_w: int, rep_w: int) -> None:
+    """A new session with the sample's pipes, limits and folder; nothing else of the worker's open."""
+    # The worker's objects move out of the collector's reach: pytest runs gc.collect() several times
+    # per session, and walking the worker's whole heap (and copying its pages) is most of that. A
+    # template froze the worker's objects before configuring pytest: what pytest made stays visible to
+    # gc.get_objects(), as in a child that configured pytest itself.
+    if not w.paused:
+        gc.freeze()
+    os.setsid()
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(out_w, 1)
+    os.dup2(err_w, 2)
+    _close_fds_except(rep_w)
+    if req.get("cgroup"):
+        with open(os.path.join(req["cgroup"], "cgroup.procs"), "w") as f:
+            f.write("0")
+    _set_dumpable(1)  # its own /proc/self/fd must stay openable (the report channel is /dev/fd/N)
+    with contextlib.suppress(OSError), open("/proc/self/oom_score_adj", "w") as f:
+        f.write("1000")  # a memory bomb takes the child down first, not the worker beside it
+    _limits(w.cfg, float(req["timeout"]))
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGALRM, signal.SIGCHLD):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    os.chdir(project)
 
 
 def _close_fds_except(keep: int) -> None:
@@ -617,33 +912,44 @@ def _child_env(w: Worker, req: dict, base: str, project: str) -> dict[str, str]:
     return env
 
 
-def _run_pytest(w: Worker, req: dict, base: str, project: str, rep_w: int) -> int:
-    """`python -m pytest ARGS` with PYTHONPATH=harness:import_root, in this already-started interpreter."""
-    harness, root = w.cfg["harness"], _import_root(w, project)
-    env = _child_env(w, req, base, project)
-    if req.get("prime"):  # the one run that writes bytecode, on the pristine tree
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        sys.dont_write_bytecode = False
-    env.update({"CODERUN_REPORT": f"/dev/fd/{rep_w}", "CODERUN_REPORT_TOKEN": req["token"],
-                "CODERUN_TEST_TIMEOUT": str(req["per_test_timeout"]), "CODERUN_SAMPLE": req["token"]})
+def _sample_env(req: dict, rep_w: int) -> dict[str, str]:
+    return {"CODERUN_REPORT": f"/dev/fd/{rep_w}", "CODERUN_REPORT_TOKEN": req["token"],
+            "CODERUN_TEST_TIMEOUT": str(req["per_test_timeout"]), "CODERUN_SAMPLE": req["token"]}
+
+
+def _enter_project(w: Worker, req: dict, base: str, project: str, env: dict[str, str]) -> None:
+    """The interpreter state of `python -m pytest ARGS` with PYTHONPATH=harness:import_root."""
     os.environ.clear()
     os.environ.update(env)
     tempfile.tempdir = None
+    root = _import_root(w, project)
     _forget_project_modules(root)
     _forget_folder(base)
-    sys.path[:] = [project, harness, root, *w.base_path]
+    sys.path[:] = [project, w.cfg["harness"], root, *w.base_path]
     sys.argv = [os.path.join(os.path.dirname(pytest.__file__), "__main__.py"), *req["args"]]
     atexit._clear()
-    before, probe = set(sys.modules), _Probe()
+
+
+def _call_pytest(args: list[str], plugins: list | None) -> int:
     try:
-        code = int(pytest.main(list(req["args"]), plugins=[probe] if req.get("prime") else None))
+        return int(pytest.main(list(args), plugins=plugins))
     except SystemExit as e:
-        code = _exit_code(e.code)
+        return _exit_code(e.code)
     except KeyboardInterrupt:
-        code = 130
-    code = _shutdown(code)
+        return 130
+
+
+def _run_pytest(w: Worker, req: dict, base: str, project: str, rep_w: int) -> int:
+    """`python -m pytest ARGS` in this already-started interpreter."""
+    env = {**_child_env(w, req, base, project), **_sample_env(req, rep_w)}
+    if req.get("prime"):  # the one run that writes bytecode, on the pristine tree
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        sys.dont_write_bytecode = False
+    _enter_project(w, req, base, project, env)
+    before, probe = set(sys.modules), _Probe()
+    code = _shutdown(_call_pytest(req["args"], [probe] if req.get("prime") else None))
     if req.get("prime"):
-        _report_imports(rep_w, before, probe, (base, harness))
+        _report_imports(rep_w, before, probe, (base, w.cfg["harness"]))
     return code
 
 

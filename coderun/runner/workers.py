@@ -251,8 +251,9 @@ class Worker:
             tampering.append("the reporter channel overflowed (over 64 MiB of records)")
         evidence = _evidence(run, result, records, tampering)
         timing = " ".join(f"{k} {v:.3f}s" for k, v in (answer.get("timing") or {}).items())
+        shared = "; pytest configured once for the task" if answer.get("template") else ""
         _write_log(run, evidence, result, records, note=f"executor: workers (worker pid {self.pid}, "
-                   f"{self.backend} slot {self.spec.slot}; {timing})")
+                   f"{self.backend} slot {self.spec.slot}; {timing}{shared})")
         return evidence
 
     def close(self) -> None:
