@@ -74,9 +74,12 @@ def test_kept_bytecode_of_the_spliced_file_is_left_out(tmp_path):
     (src / "pkg" / "other.py").write_text("y = 2\n")
     worker = SimpleNamespace(source=str(src), snapshot=ws._Snapshot.take(str(src)), bytecode={
         "pkg/__pycache__/mod.cpython-39.pyc": b"stale", "pkg/__pycache__/other.cpython-39.pyc": b"kept"})
-    ws.Worker.copy_pristine(worker, str(tmp_path / "copy"), skip="pkg/mod.py")
+    ws.Worker.copy_pristine(worker, str(tmp_path / "copy"))
     cache = tmp_path / "copy" / "pkg" / "__pycache__"
+    assert sorted(p.name for p in cache.iterdir()) == ["mod.cpython-39.pyc", "other.cpython-39.pyc"]
+    ws.Worker.write_sample(worker, str(tmp_path / "copy"), "pkg/mod.py", "x = 3\n")
     assert sorted(p.name for p in cache.iterdir()) == ["other.cpython-39.pyc"]
+    assert (tmp_path / "copy" / "pkg" / "mod.py").read_text() == "x = 3\n"
 
 
 def _unit(project: str, cost: float):

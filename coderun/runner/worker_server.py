@@ -14,8 +14,8 @@ non-dumpable (a child of the same user can then neither ptrace it nor open its /
   collection imported, so a child finds them loaded. Left out: the project's own packages, and modules
   pytest marks for assertion rewriting (a plugin imported early would not be rewritten). A batch whose
   import pulled in a project module or started a thread is dropped from sys.modules again;
-- copies the pristine tree into a fresh private folder, adds the kept `.pyc` files except the spliced
-  file's own, and writes the spliced file there (a real copy: see coderun/runner/workers.py for why not
+- copies the pristine tree into a fresh private folder with the kept `.pyc` files, takes out the spliced
+  file's own and writes the spliced file there (a real copy: see coderun/runner/workers.py for why not
   hardlinks). The folder has the same path for every sample of this worker, so the code objects in the
   kept files name the files a fresh compile would;
 - forks a child that starts a new session, closes the protocol channel, points fd 0 at /dev/null and
@@ -284,8 +284,7 @@ class Worker:
         self.proto_in, self.proto_out = os.fdopen(cmd_fd, "rb"), answer_fd
         self.spare, self.paused = {os.getppid()}, True
         gc.freeze()  # see _isolate
-        base, project = self.fresh_folder()
-        self.copy_pristine(project, skip=None)
+        base, project = self.pristine_folder()
         output = _ConfigOutput()
         os.chdir(project)
         _enter_project(self, req, base, project, _child_env(self, req, base, project))
@@ -324,12 +323,10 @@ class Worker:
 
     def run(self, req: dict) -> dict:
         timing = {"prime": req.pop("prime_s", 0.0) + self.prime(req)}
-        base, project = self.fresh_folder()
+        t0 = time.monotonic()
+        base, project = self.pristine_folder()
         try:
-            t0 = time.monotonic()
-            self.copy_pristine(project, skip=req["relfile"])
-            with open(os.path.join(project, req["relfile"]), "wb") as f:
-                f.write(req["source"].encode("utf-8"))
+            self.write_sample(project, req["relfile"], req["source"])
             req["cgroup"] = self.new_cgroup(req["token"])
             t1 = time.monotonic()
             answer = self.fork_and_wait(req, base, project)
@@ -350,11 +347,10 @@ class Worker:
             return 0.0
         t0 = time.monotonic()
         self.primed.update(files)
-        base, project = self.fresh_folder()
+        base, project = self.pristine_folder()
         job = {**req, "token": "prime-" + req["token"], "cgroup": None, "prime": True,
                "args": [*req["args"], "--collect-only"]}
         try:
-            self.copy_pristine(project, skip=None)
             job["cgroup"] = self.new_cgroup(job["token"])
             answer = self.fork_and_wait(job, base, project)
             if answer["returncode"] == 0 and not answer["timed_out"]:
@@ -396,6 +392,12 @@ class Worker:
                 sys.modules.pop(m, None)
         inspect.getmodule(Worker.preimport.__code__)  # map the new modules' files (see warm_up)
 
+    def pristine_folder(self) -> tuple[str, str]:
+        """The sample's folder, emptied, with the pristine tree and all the kept bytecode in it."""
+        base, project = self.fresh_folder()
+        self.copy_pristine(project)
+        return base, project
+
     def fresh_folder(self) -> tuple[str, str]:
         """The sample's folder: always the same path, emptied (see the module docstring)."""
         base = os.path.join(self.scratch, "s")
@@ -405,21 +407,28 @@ class Worker:
             os.mkdir(os.path.join(base, d))
         return base, os.path.join(base, "project")
 
-    def copy_pristine(self, project: str, skip: str | None) -> None:
-        """The pristine tree, plus the kept bytecode except the file about to be replaced's."""
+    def copy_pristine(self, project: str) -> None:
+        """The pristine tree, plus the kept bytecode."""
         if self.snapshot is not None:
             self.snapshot.write(project)
         else:
             shutil.copytree(self.source, project, symlinks=True, ignore=shutil.ignore_patterns(".git"))
         for rel, data in self.bytecode.items():
-            if skip is not None and _pyc_source(rel) == skip:
-                continue
             path = os.path.join(project, rel)
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "wb") as f:
                 f.write(data)
 
+    def write_sample(self, project: str, relfile: str, source: str) -> None:
+        """Put the spliced file in a pristine copy, and take out its kept bytecode (of the original)."""
+        for rel in self.bytecode:
+            if _pyc_source(rel) == relfile:
+                _unlink(os.path.join(project, rel))
+        with open(os.path.join(project, relfile), "wb") as f:
+            f.write(source.encode("utf-8"))
+
     def finish(self, base: str, req: dict) -> None:
+        """Clean up after a sample (its processes are gone), then make the next sample's folder."""
         self.remove_cgroup(req.get("cgroup"))
         _rmtree(base)
         self.clean_shared()
