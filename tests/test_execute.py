@@ -135,3 +135,16 @@ def test_a_broken_sandbox_is_infra_not_fail(request, tmp_path):
     sb.close()
     ev = run(sb, GOOD, tmp_path)
     assert ev.infra_error and verdict(ev) is VerdictKind.INFRA
+
+
+def test_only_the_tests_a_node_id_names_are_built(sandbox, tmp_path):
+    """Functions and classes of the test file that no expected node id names are never built: here building
+    either would be a collection error (two ids for one parameter) that stops the whole file."""
+    tests = ("from pkg.mod import add\nimport pytest\n\n\ndef test_add():\n    assert add(1, 2) == 3\n\n\n"
+             "def test_add_neg():\n    assert add(-1, 1) == 0\n\n\n"
+             "@pytest.mark.parametrize('x', [1], ids=['a', 'b'])\ndef test_unrelated(x):\n    pass\n\n\n"
+             "class TestUnrelated:\n    @pytest.mark.parametrize('x', [1], ids=['a', 'b'])\n"
+             "    def test_it(self, x):\n        pass\n")
+    ev = run(sandbox, tests, tmp_path, relfile="tests/test_mod.py")
+    assert verdict(ev) is VerdictKind.PASS, ev
+    assert "deselected" not in (tmp_path / "test.log").read_text()

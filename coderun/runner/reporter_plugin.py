@@ -165,6 +165,30 @@ def pytest_addoption(parser):
                      help="run only these node ids (repeatable); the others collected are deselected")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makeitem(collector, name, obj):
+    """Within the test files, build only the classes and functions a kept node id names: in a file of
+    hundreds of tests, building the others is most of the collection time. Which items the named ones
+    yield is pytest's business as always (a unittest class still yields all its methods, deselected below)."""
+    wanted = _wanted_names(collector)
+    return [] if wanted is not None and name not in wanted else None
+
+
+_wanted_cache: dict[str, set[str] | None] = {}
+
+
+def _wanted_names(collector) -> set[str] | None:
+    """The names a kept node id has right below this module or class; None: keep everything."""
+    nodeid = str(getattr(collector, "nodeid", "") or "")
+    if nodeid not in _wanted_cache:
+        keep = _config.getoption("coderun_keep") if _config is not None else None
+        prefix = nodeid.replace("::()", "") + "::"
+        ids = [k.replace("::()", "") for k in keep or ()]
+        names = {k[len(prefix):].split("::", 1)[0].split("[", 1)[0] for k in ids if k.startswith(prefix)}
+        _wanted_cache[nodeid] = names if keep else None
+    return _wanted_cache[nodeid]
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
     """Select the wanted node ids after collection: an id that does not collect (tests generated from the
