@@ -127,3 +127,18 @@ def test_a_project_module_loaded_while_pytest_is_configured_is_never_shared(back
     assert [v for v, _ in runs] == ["pass", "fail", "pass"]
     assert not any("configured once" in log for _, log in runs)
     assert pool.notes == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_task_whose_pytest_ends_while_configuring_gets_the_naive_verdict(backend, request, tmp_path):
+    """A plugin that cannot be imported ends pytest before the pause: no template, and each sample gets
+    what a one-off run gives it."""
+    spec = spec_for(backend, request)
+    args = ("-p", "coderun_no_such_plugin")
+    runs = _task_runs(WorkerPool(backend, {"tiny": spec}, jobs=1), ["correct", "wrong"], tmp_path, args)
+    assert not any("configured once" in log for _, log in runs)
+    with NaivePool(backend, {"tiny": spec}, 1) as naive:
+        reference = [grade(NODEIDS, naive.run("tiny", SampleRun(
+            relfile="pkg/mod.py", new_source=SAMPLES[n], nodeids=list(NODEIDS), timeout=20, per_test_timeout=3,
+            env={}, pytest_args=args))).verdict.value for n in ("correct", "wrong")]
+    assert [v for v, _ in runs] == reference and "pass" not in reference

@@ -291,7 +291,7 @@ class Worker:
         pause = _Pause(self, set(sys.modules), _project_packages(_import_root(self, project)), output)
         code = _call_pytest(req["args"], [pause])
         if not pause.resumed:  # pytest ended before the pause: the task runs without a template
-            output.restore()
+            output.collect()
             self.send({"ready": False, "why": f"pytest ended before loading conftest files (exit {code})"})
             return 0
         return _shutdown(code)
@@ -428,7 +428,7 @@ class Worker:
             f.write(source.encode("utf-8"))
 
     def finish(self, base: str, req: dict) -> None:
-        """Clean up after a sample (its processes are gone), then make the next sample's folder."""
+        """Clean up after a sample (its processes are gone)."""
         self.remove_cgroup(req.get("cgroup"))
         _rmtree(base)
         self.clean_shared()
