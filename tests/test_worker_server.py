@@ -93,3 +93,105 @@ def test_a_slot_stays_with_its_project_then_takes_one_nobody_is_on():
     assert _next_unit(todo, "c", {"a"}) == 3            # a slot keeps its project
     assert _next_unit(todo, "d", {"a", "b"}) == 3       # its project is done: one nobody is on
     assert _next_unit(todo, "d", {"a", "b", "c"}) == 0  # everybody busy: the longest
+
+
+# -- pytest's statement ranges, kept per file text ---------------------------------------------------
+
+def _ranges(source_mod, text: str) -> list:
+    """getstatementrange_ast on every line of `text`, as pytest calls it (SyntaxError as a value)."""
+    src = source_mod.Source(text.splitlines())
+    out = []
+    for lineno in range(len(src.lines)):
+        try:
+            out.append(source_mod.getstatementrange_ast(lineno, src)[1:])
+        except SyntaxError as e:
+            out.append(type(e))
+    return out
+
+
+def _keep_pytest_functions(monkeypatch):
+    import _pytest._code.code as code
+    import _pytest._code.source as source
+
+    for mod, name in ((source, "getstatementrange_ast"), (source, "get_statement_startend2"),
+                      (code, "getstatementrange_ast")):
+        monkeypatch.setattr(mod, name, getattr(mod, name))  # put back after the test
+    return source
+
+
+def test_kept_statement_ranges_are_pytests_own(monkeypatch):
+    source = _keep_pytest_functions(monkeypatch)
+    here = Path(ws.__file__).parent
+    texts = [(here / "grade.py").read_text(), (here / "taxonomy.py").read_text(), ws._PROBE, "def f(:\n    pass\n"]
+    before = [_ranges(source, t) for t in texts]
+    stats = ws._Statements()
+    assert stats.install()
+    for t in texts[:2]:
+        stats.tree("\n".join(line.rstrip() for line in t.splitlines()))  # known before pytest asks
+    assert [_ranges(source, t) for t in texts] == before
+    assert before[3][0] is SyntaxError
+
+
+def test_statement_ranges_are_not_replaced_when_pytest_disagrees(monkeypatch):
+    source = _keep_pytest_functions(monkeypatch)
+    monkeypatch.setattr(source, "get_statement_startend2", lambda lineno, node: (lineno, None))
+    original = source.getstatementrange_ast
+    assert not ws._Statements().install()
+    assert source.getstatementrange_ast is original
+
+
+def test_frames_are_learned_from_the_pristine_tree_and_installed_modules_only(tmp_path):
+    pristine, project, installed, elsewhere = (tmp_path / n for n in ("pristine", "s/project", "site", "tmp"))
+    for d in (pristine / "pkg", project / "pkg", installed, elsewhere):
+        d.mkdir(parents=True)
+    (pristine / "pkg" / "mod.py").write_text("x = 1\n")
+    (project / "pkg" / "mod.py").write_text("changed by the sample = 2\n")
+    (installed / "lib.py").write_text("y = 2\n")
+    (elsewhere / "made.py").write_text("z = 3\n")
+    output = (f"pkg/mod.py:1: in f\n{installed}/lib.py:1: in g\n{elsewhere}/made.py:1: in h\n"
+              f"../../tmp/made.py:1: in h\nE   AssertionError\n")
+    stats = ws._Statements()
+    stats.learn(output, str(project), str(pristine), (str(installed) + os.sep,))
+    assert stats.tried == {str(pristine / "pkg" / "mod.py"), str(installed / "lib.py")}
+    assert len(stats.stand_ins) == 2
+    stats.tree("x = 1")  # the pristine text, not the sample's
+    assert len(stats.stand_ins) == 2
+
+
+# -- a child's exit --------------------------------------------------------------------------------
+
+def _forked(then_exit: bool) -> tuple[int, str]:
+    """A child that writes 7 on its exit pipe and closes every fd, then exits (or goes on running)."""
+    end_r, end_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(end_r)
+        if then_exit:
+            ws._Exit.fd = end_w
+            ws._Exit.leave(7)
+        os.write(end_w, b"7")
+        ws._close_fds_except(low=0)
+        while True:
+            os.pause()
+    os.close(end_w)
+    said = b""
+    while chunk := os.read(end_r, 16):
+        said += chunk
+    os.close(end_r)
+    return pid, said.decode()
+
+
+def test_an_exiting_child_is_taken_at_its_word_and_reaped_later():
+    pid, said = _forked(then_exit=True)
+    assert ws._exit_note(pid, said) == 7
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 7
+
+
+def test_a_child_that_says_it_exits_but_runs_on_is_waited_for():
+    pid, said = _forked(then_exit=False)
+    try:
+        assert said == "7"
+        assert ws._exit_note(pid, said) is None
+    finally:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)

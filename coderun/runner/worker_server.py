@@ -29,6 +29,10 @@ non-dumpable (a child of the same user can then neither ptrace it nor open its /
   hook into pytest, in its own copy. The template answers the requests it is given exactly as the worker
   would (through the worker, which relays its answer lines); a task whose configuration imported project
   code, started a thread or has another outermost wrapper of that hook is run without a template;
+- keeps, per file text, where the statements of the files in its children's tracebacks start, so that pytest
+  does not parse and walk those files again for every failure (see _Statements);
+- takes the child's exit code from a pipe once the kernel marks the child as exiting, and reaps it after
+  answering (see _Exit);
 - kills the child's process group at the deadline, then every process the child left behind (its
   session, anything carrying this worker's or this sample's marker, and when `kill_uid` is set every
   other process of this user), hashes the copy after the run and deletes it and everything the child
@@ -39,7 +43,9 @@ The verdict is decided by coderun on the host, from this evidence, by the same f
 
 from __future__ import annotations
 
+import ast
 import atexit
+import bisect
 import contextlib
 import gc
 import hashlib
@@ -48,6 +54,7 @@ import inspect
 import json
 import linecache
 import os
+import re
 import resource
 import select
 import shutil
@@ -57,6 +64,7 @@ import sys
 import tempfile
 import threading
 import time
+import tokenize
 import warnings
 from collections.abc import Callable
 
@@ -65,6 +73,7 @@ import pytest
 _SKIP_DIRS = ("__pycache__", ".git", ".pytest_cache", ".mypy_cache")
 _REPORTER = "coderun_reporter"  # coderun.runner.execute.REPORTER_MODULE
 _REPORT_LIMIT = 64 << 20
+_PF_EXITING = 0x4  # include/linux/sched.h: the task is exiting
 
 
 def _hashes(root: str, known: dict[str, tuple[bytes, str]] | None = None) -> dict[str, str]:
@@ -179,6 +188,8 @@ class Worker:
         self.untemplated: set[str] = set()        # (worker) task keys a template refused
         self.paused = False                       # (template) True: a child goes back into pytest
         self.spare: set[int] = set()              # (template) never swept: the worker
+        self.statements: _Statements | None = _Statements()  # pytest's statement ranges, per file text
+        self.outputs: list[str] = []              # a finished sample's stdout, to learn frames from
         os.makedirs(self.scratch, mode=0o700, exist_ok=True)
         self.proto_in = os.fdopen(os.dup(0), "rb")
         self.proto_out = os.dup(1)
@@ -196,6 +207,8 @@ class Worker:
     def serve(self) -> None:
         _set_dumpable(0)
         self.warm_up()
+        if not self.statements.install():
+            self.statements = None
         self.snapshot = _Snapshot.take(self.source)
         pristine = _hashes(self.source)
         if self.snapshot is not None:
@@ -225,6 +238,8 @@ class Worker:
             finally:  # after the answer: coderun grades while the folder is removed
                 while self.leftovers:
                     self.finish(*self.leftovers.pop())
+                while self.outputs:
+                    self.learn(self.outputs.pop())
 
     def send_raw(self, line: bytes) -> None:
         view = memoryview(line)
@@ -334,6 +349,7 @@ class Worker:
             answer["after"] = _hashes(project, self.known)
             answer["timing"] = {**timing, "copy": t1 - t0, "child": t2 - t1, "hash": time.monotonic() - t2}
             answer["template"] = self.paused
+            self.outputs.append(answer["stdout"])
             return answer
         finally:
             self.leftovers.append((base, req))
@@ -355,6 +371,8 @@ class Worker:
             answer = self.fork_and_wait(job, base, project)
             if answer["returncode"] == 0 and not answer["timed_out"]:
                 self.bytecode.update(_pycs(project))
+                for f in files if self.statements else ():
+                    self.statements.remember(os.path.join(self.source, f))
                 found = [json.loads(x) for x in answer["report"].splitlines() if x.startswith('{"prime"')]
                 if found:
                     self.preimport(found[-1]["prime"], found[-1]["rewrite"], req, base, project)
@@ -392,6 +410,14 @@ class Worker:
                 sys.modules.pop(m, None)
         inspect.getmodule(Worker.preimport.__code__)  # map the new modules' files (see warm_up)
 
+    def learn(self, stdout: str) -> None:
+        """Keep the statement starts of the files in a sample's tracebacks, for the next samples (the
+        template's children, or the worker's and the templates it starts later)."""
+        if self.statements is not None:
+            project = os.path.join(self.scratch, "s", "project")
+            installed = tuple(os.path.join(p, "") for p in self.base_path if os.path.isabs(p))
+            self.statements.learn(stdout, project, self.source, installed)
+
     def pristine_folder(self) -> tuple[str, str]:
         """The sample's folder, emptied, with the pristine tree and all the kept bytecode in it."""
         base, project = self.fresh_folder()
@@ -428,7 +454,10 @@ class Worker:
             f.write(source.encode("utf-8"))
 
     def finish(self, base: str, req: dict) -> None:
-        """Clean up after a sample (its processes are gone)."""
+        """Clean up after a sample (its processes are gone, or for the child itself, on their way out)."""
+        if req.get("reap"):
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(req["reap"], 0)
         self.remove_cgroup(req.get("cgroup"))
         _rmtree(base)
         self.clean_shared()
@@ -461,28 +490,29 @@ class Worker:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         rep_r, rep_w = os.pipe()
+        end_r, end_w = os.pipe()
         started = time.monotonic()
         pid = os.fork()
         if pid == 0:
-            os.close(out_r)
-            os.close(err_r)
-            os.close(rep_r)
+            for fd in (out_r, err_r, rep_r, end_r):
+                os.close(fd)
+            _Exit.fd = end_w
             if self.paused:
                 _resume_child(self, req, base, project, out_w, err_w, rep_w)  # raises _Resume
             _child(self, req, base, project, out_w, err_w, rep_w)  # never returns
-        for fd in (out_w, err_w, rep_w):
+        for fd in (out_w, err_w, rep_w, end_w):
             os.close(fd)
         limit = int(req.get("output_limit") or (1 << 20))
-        bufs = {out_r: _Capped(limit), err_r: _Capped(limit), rep_r: _Capped(_REPORT_LIMIT)}
-        status, timed_out = self.collect(pid, bufs, started + float(req["timeout"]), req)
-        code = os.waitstatus_to_exitcode(status) if status is not None else -9
+        bufs = {out_r: _Capped(limit), err_r: _Capped(limit), rep_r: _Capped(_REPORT_LIMIT), end_r: _Capped(16)}
+        code, timed_out = self.collect(pid, bufs, started + float(req["timeout"]), req, end_r)
         return {"kind": "result", "id": req["id"], "returncode": code, "timed_out": timed_out,
                 "duration": time.monotonic() - started, "stdout": bufs[out_r].text(),
                 "stderr": bufs[err_r].text(), "truncated": bufs[out_r].truncated or bufs[err_r].truncated,
                 "report": bufs[rep_r].text(), "report_truncated": bufs[rep_r].truncated}
 
-    def collect(self, pid: int, bufs: dict, deadline: float, req: dict):
-        """Read the child's pipes until EOF; kill it at the deadline, and its leftovers once it exited."""
+    def collect(self, pid: int, bufs: dict, deadline: float, req: dict, end_r: int) -> tuple[int, bool]:
+        """Read the child's pipes until EOF; kill it at the deadline, and its leftovers once it exited.
+        Returns the child's exit code (-9 when killed) and whether it ran out of time."""
         status, timed_out, swept = None, False, False
         open_fds = set(bufs)
         while open_fds:
@@ -504,10 +534,15 @@ class Worker:
                 else:
                     open_fds.discard(fd)
                     os.close(fd)
-        if status is None:
+        code = _exit_note(pid, bufs[end_r].text()) if status is None else None
+        if code is not None:  # reaped in finish(), after the answer
+            req["reap"] = pid
+        elif status is None:
             _, status = os.waitpid(pid, 0)
         self.sweep(pid, req)
-        return status, timed_out
+        if code is None:
+            code = os.waitstatus_to_exitcode(status) if status is not None else -9
+        return code, timed_out
 
     def sweep(self, pid: int, req: dict) -> None:
         """SIGKILL the child's group and every process it left (see the module docstring), then wait
@@ -516,9 +551,9 @@ class Worker:
         with contextlib.suppress(OSError):
             os.killpg(pid, signal.SIGKILL)
         needles = (self.marker.encode(), f"CODERUN_SAMPLE={req['token']}".encode())
-        me = os.getpid()
+        skip = {os.getpid(), req.get("reap"), *self.spare}
         for _ in range(150):
-            found = [(p, self.belongs(p, pid, needles)) for p in self.processes() if p != me and p not in self.spare]
+            found = [(p, self.belongs(p, pid, needles)) for p in self.processes() if p not in skip]
             victims = [p for p, state in found if state == "alive"] + _cgroup_pids(req.get("cgroup"))
             if not victims and "zombie" not in {state for _, state in found}:
                 break
@@ -623,6 +658,178 @@ class _Snapshot:
             path = os.path.join(dest, rel)
             os.chmod(path, stat.S_IMODE(mode))
             os.utime(path, ns=(atime, mtime))
+
+
+class _Statements:
+    """Where the statements of a file start, kept per file text, for pytest's short tracebacks.
+
+    To print a frame, pytest parses the frame's whole file and walks every node of it to find the
+    statement around the line (_pytest._code.source: getstatementrange_ast, get_statement_startend2),
+    for every frame of every failure: a median 10 ms of a failing sample. The answer depends only on the
+    file's text. The worker keeps, per text, the sorted statement starts of the task's test files and of
+    the files its children's tracebacks showed, and hands pytest a stand-in for the parsed tree, which
+    the replacement of get_statement_startend2 looks up. A text it does not know is parsed as pytest
+    would. The replacement is installed only when pytest's own function agrees with it on every line of
+    a probe module; otherwise pytest runs unchanged.
+    """
+
+    MAX_FILES = 1000
+    MAX_BYTES = 2 << 20
+    FRAME = re.compile(r"^([^\s:][^:\n]*\.py):\d+: ", re.MULTILINE)
+
+    def __init__(self) -> None:
+        self.stand_ins: dict[bytes, ast.AST] = {}                # digest of a file text -> stand-in tree
+        self.starts: dict[int, tuple[ast.AST, list[int]]] = {}   # id(tree) -> (tree, statement starts)
+        self.tried: set[str] = set()                             # paths read (or refused) already
+
+    def install(self) -> bool:
+        try:
+            import _pytest._code.code as code
+            import _pytest._code.source as source
+
+            original = source.getstatementrange_ast
+            if code.getstatementrange_ast is not original or not self.agrees(source.get_statement_startend2):
+                return False
+        except Exception:  # noqa: BLE001  (another pytest: it runs unchanged)
+            return False
+
+        def getstatementrange_ast(lineno, src, assertion=False, astnode=None):
+            if astnode is None:
+                astnode = self.tree(str(src))
+            return original(lineno, src, assertion, astnode)
+
+        source.getstatementrange_ast = code.getstatementrange_ast = getstatementrange_ast
+        source.get_statement_startend2 = self.startend
+        return True
+
+    def agrees(self, original: Callable) -> bool:
+        tree = ast.parse(_PROBE, "source", "exec")
+        for lineno in range(-1, _PROBE.count("\n") + 2):
+            if original(lineno, tree) != self.startend(lineno, tree):
+                return False
+        return True
+
+    def tree(self, text: str) -> ast.AST:
+        """The stand-in for `text`'s tree; parses as pytest does (SyntaxError included) when unknown."""
+        key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+        node = self.stand_ins.get(key)
+        if node is None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                parsed = ast.parse(text, "source", "exec")
+            node = ast.Module(body=[], type_ignores=[])
+            self.starts[id(node)] = (node, _statement_starts(parsed))
+            self.stand_ins[key] = node
+        return node
+
+    def startend(self, lineno: int, node: ast.AST) -> tuple[int, int | None]:
+        """get_statement_startend2: the statement start at or before `lineno`, and the next one."""
+        kept = self.starts.get(id(node))
+        if kept is None or kept[0] is not node:  # a tree pytest parsed itself
+            kept = self.starts[id(node)] = (node, _statement_starts(node))
+        values = kept[1]
+        i = bisect.bisect_right(values, lineno)
+        return values[i - 1], (values[i] if i < len(values) else None)
+
+    def remember(self, path: str) -> None:
+        """Keep `path`'s statement starts, under the text pytest makes of it (lines, right-stripped)."""
+        if path in self.tried or len(self.tried) >= self.MAX_FILES:
+            return
+        self.tried.add(path)
+        with contextlib.suppress(Exception):
+            st = os.stat(path)
+            if stat.S_ISREG(st.st_mode) and st.st_size <= self.MAX_BYTES:
+                with tokenize.open(path) as f:
+                    self.tree("\n".join(line.rstrip() for line in f.readlines()))
+
+    def learn(self, output: str, project: str, pristine: str, installed: tuple[str, ...]) -> None:
+        """Remember the files of the frames a traceback in `output` showed: the project's (read from the
+        pristine tree, never from a sample's copy) and installed modules'."""
+        for path in dict.fromkeys(m.group(1) for m in self.FRAME.finditer(output, 0, 1 << 20)):
+            full = os.path.normpath(os.path.join(project, path))
+            if full.startswith(project + os.sep):
+                self.remember(os.path.join(pristine, os.path.relpath(full, project)))
+            elif full.startswith(installed):
+                self.remember(full)
+
+
+def _statement_starts(tree: ast.AST) -> list[int]:
+    """The sorted lines (0-based) where pytest considers a statement to start (get_statement_startend2):
+    every statement and except clause, a definition's decorators, and the line before a finally/else."""
+    values: list[int] = []
+    for x in ast.walk(tree):
+        if isinstance(x, (ast.stmt, ast.ExceptHandler)):
+            if isinstance(x, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                values.extend(d.lineno - 1 for d in x.decorator_list)
+            values.append(x.lineno - 1)
+            for name in ("finalbody", "orelse"):
+                val = getattr(x, name, None)
+                if val:
+                    values.append(val[0].lineno - 2)
+    values.sort()
+    return values
+
+
+# Every kind of statement, clause and decorator layout get_statement_startend2 treats apart.
+_PROBE = """\
+import os
+
+
+@decorator
+@other(1,
+       2)
+class A(B):
+    x = 1
+
+    @property
+    def f(self):
+        try:
+            pass
+        except ValueError as e:
+            raise
+        except Exception:
+            pass
+        else:
+            return 1
+        finally:
+            del x
+        for i in y:
+            continue
+        else:
+            pass
+        while z:
+            break
+        else:
+            pass
+        if a:
+            pass
+        elif b:
+            pass
+        else:
+            pass
+        with c as d, e:
+            assert x, (
+                "message")
+
+    async def g(self):
+        async with x:
+            await y
+        async for i in z:
+            yield i
+        else:
+            pass
+        return [i for i in range(3)
+                if i]
+
+
+def h(*a, **k):
+    global q
+    lambda: 1
+    x = {
+        1: 2,
+    }
+    return x
+"""
 
 
 class _Resume(BaseException):
@@ -808,7 +1015,7 @@ def _run_then_exit(body: Callable[[], int]) -> None:
         with contextlib.suppress(BaseException):
             sys.stdout.flush()
             sys.stderr.flush()
-        os._exit(code)
+        _Exit.leave(code)
 
 
 def _resume_child(w: Worker, req: dict, base: str, project: str, out_w: int, err_w: int, rep_w: int) -> None:
@@ -842,7 +1049,7 @@ def _isolate(w: Worker, req: dict, project: str, out_w: int, err_w: int, rep_w: 
     os.dup2(null, 0)
     os.dup2(out_w, 1)
     os.dup2(err_w, 2)
-    _close_fds_except(rep_w)
+    _close_fds_except(rep_w, _Exit.fd)
     if req.get("cgroup"):
         with open(os.path.join(req["cgroup"], "cgroup.procs"), "w") as f:
             f.write("0")
@@ -856,17 +1063,61 @@ def _isolate(w: Worker, req: dict, project: str, out_w: int, err_w: int, rep_w: 
     os.chdir(project)
 
 
-def _close_fds_except(keep: int) -> None:
-    """Close every fd above 2 but `keep`. The open ones are listed: closing all 65536 possible numbers
-    one by one (os.closerange before Python 3.10) costs 15 ms per sample."""
+def _close_fds_except(*keep: int | None, low: int = 3) -> None:
+    """Close every fd from `low` up but those in `keep`. The open ones are listed: closing all 65536
+    possible numbers one by one (os.closerange before Python 3.10) costs 15 ms per sample."""
     try:
         fds = [int(fd) for fd in os.listdir("/proc/self/fd")]
     except OSError:
-        fds = range(3, 65536)
+        fds = range(low, 65536)
     for fd in fds:
-        if fd > 2 and fd != keep:
+        if fd >= low and fd not in keep:
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+class _Exit:
+    """A child's way out. Tearing down a forked copy of the worker's memory takes the kernel about 7 ms,
+    and the child's pipes only close at the end of it. So the child writes its exit code on a pipe of
+    its own and closes every fd before it exits: the worker has the whole answer at once, and waits for
+    the exit itself only after answering (see _exit_note for why that code can be taken)."""
+
+    fd: int | None = None   # the write end of the child's exit pipe (set in the child)
+
+    @classmethod
+    def leave(cls, code: int) -> None:
+        if cls.fd is not None:
+            with contextlib.suppress(OSError):
+                os.write(cls.fd, str(code & 0xFF).encode())
+            _close_fds_except(low=0)
+        os._exit(code)
+
+
+def _exit_note(pid: int, said: str) -> int | None:
+    """The exit code the child wrote, when it is certain to be on its way out: the kernel has marked
+    every thread of it as exiting (PF_EXITING), so no code of the sample runs any more. A sample could
+    write a code there itself, but no other than one it could exit with; one that then goes on running
+    is not exiting, and is waited for (and killed at the deadline) as before. None: wait for it."""
+    if not said.isdigit():
+        return None
+    for _ in range(3):  # the exit itself follows the last close by microseconds
+        if _exiting(pid):
+            return int(said) & 0xFF
+        time.sleep(0.0005)
+    return None
+
+
+def _exiting(pid: int) -> bool:
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+        for tid in tasks:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            if fields[0] not in (b"Z", b"X") and not int(fields[6]) & _PF_EXITING:
+                return False
+    except (OSError, IndexError, ValueError):
+        return False
+    return bool(tasks)
 
 
 def _limits(cfg: dict, timeout: float) -> None:
