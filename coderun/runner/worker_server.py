@@ -189,7 +189,8 @@ class Worker:
         self.paused = False                       # (template) True: a child goes back into pytest
         self.spare: set[int] = set()              # (template) never swept: the worker
         self.statements: _Statements | None = _Statements()  # pytest's statement ranges, per file text
-        self.outputs: list[str] = []              # a finished sample's stdout, to learn frames from
+        self.outputs: list[tuple[str, str]] = []  # a finished sample's stdout and folder, to learn frames from
+        self.installed = tuple(os.path.join(p, "") for p in self.base_path if os.path.isabs(p))
         os.makedirs(self.scratch, mode=0o700, exist_ok=True)
         self.proto_in = os.fdopen(os.dup(0), "rb")
         self.proto_out = os.dup(1)
@@ -239,7 +240,7 @@ class Worker:
                 while self.leftovers:
                     self.finish(*self.leftovers.pop())
                 while self.outputs:
-                    self.learn(self.outputs.pop())
+                    self.learn(*self.outputs.pop())
 
     def send_raw(self, line: bytes) -> None:
         view = memoryview(line)
@@ -349,7 +350,7 @@ class Worker:
             answer["after"] = _hashes(project, self.known)
             answer["timing"] = {**timing, "copy": t1 - t0, "child": t2 - t1, "hash": time.monotonic() - t2}
             answer["template"] = self.paused
-            self.outputs.append(answer["stdout"])
+            self.outputs.append((answer["stdout"], project))
             return answer
         finally:
             self.leftovers.append((base, req))
@@ -410,13 +411,11 @@ class Worker:
                 sys.modules.pop(m, None)
         inspect.getmodule(Worker.preimport.__code__)  # map the new modules' files (see warm_up)
 
-    def learn(self, stdout: str) -> None:
+    def learn(self, stdout: str, project: str) -> None:
         """Keep the statement starts of the files in a sample's tracebacks, for the next samples (the
         template's children, or the worker's and the templates it starts later)."""
         if self.statements is not None:
-            project = os.path.join(self.scratch, "s", "project")
-            installed = tuple(os.path.join(p, "") for p in self.base_path if os.path.isabs(p))
-            self.statements.learn(stdout, project, self.source, installed)
+            self.statements.learn(stdout, project, self.source, self.installed)
 
     def pristine_folder(self) -> tuple[str, str]:
         """The sample's folder, emptied, with the pristine tree and all the kept bytecode in it."""
