@@ -82,6 +82,73 @@ def test_kept_bytecode_of_the_spliced_file_is_left_out(tmp_path):
     assert (tmp_path / "copy" / "pkg" / "mod.py").read_text() == "x = 3\n"
 
 
+def _sample_folder(tmp_path: Path) -> tuple[ws._Snapshot, dict, Path, ws._Folder]:
+    """A pristine tree, its snapshot and kept bytecode, written into a sample folder with its record."""
+    src = tmp_path / "src"
+    (src / "pkg" / "sub").mkdir(parents=True)
+    (src / "pkg" / "__init__.py").write_text("")
+    (src / "pkg" / "mod.py").write_text("x = 1\n")
+    (src / "pkg" / "sub" / "data.bin").write_bytes(bytes(range(256)) * 100)
+    (src / "tests").mkdir()
+    (src / "tests" / "test_mod.py").write_text("def test_x():\n    assert 1 == 1\n")
+    (src / "run.sh").write_text("#!/bin/sh\n")
+    (src / "run.sh").chmod(0o755)
+    (src / "link").symlink_to("pkg/mod.py")
+    os.utime(src / "pkg", ns=(1_500_000_000_000_000_000, 1_500_000_000_000_000_000))
+    snap = ws._Snapshot.take(str(src))
+    bytecode = {"pkg/__pycache__/__init__.cpython-39.pyc": b"kept bytecode"}
+    worker = SimpleNamespace(source=str(src), snapshot=snap, bytecode=bytecode)
+    base = tmp_path / "s"
+    for d in (base, base / "home", base / "tmp"):
+        d.mkdir()
+    ws.Worker.copy_pristine(worker, str(base / "project"))
+    files = {f"project/{rel}": data for rel, data, *_ in snap.files}
+    files.update((f"project/{rel}", data) for rel, data in bytecode.items())
+    links = {f"project/{rel}": target for rel, target in snap.links}
+    return snap, bytecode, base, ws._Folder(str(base), files, links)
+
+
+def _known(snap: ws._Snapshot, src: Path) -> dict:
+    pristine = ws._hashes(str(src))
+    return {rel: (data, pristine[rel]) for rel, data, *_ in snap.files}
+
+
+def test_a_damaged_sample_folder_is_put_back_as_a_fresh_copy_would_be(tmp_path):
+    snap, _, base, folder = _sample_folder(tmp_path)
+    fresh = _tree(base)
+    project = base / "project"
+    st = (project / "tests" / "test_mod.py").stat()
+    (project / "tests" / "test_mod.py").write_text("def test_x():\n    assert 1 != 1\n")  # same size
+    os.utime(project / "tests" / "test_mod.py", ns=(st.st_atime_ns, st.st_mtime_ns))    # same times
+    (project / "pkg" / "__pycache__" / "__init__.cpython-39.pyc").write_bytes(b"poisoned code")
+    os.link(project / "pkg" / "mod.py", base / "home" / "hard")
+    (project / "pkg" / "sub" / "data.bin").unlink()
+    (project / "pkg" / "sub" / "data.bin").mkdir()
+    (project / "pkg" / "sub" / "data.bin" / "inside").write_text("x")
+    (project / "link").unlink()
+    (project / "link").symlink_to("/etc/passwd")
+    (project / "run.sh").chmod(0o777)
+    (project / "new_dir").mkdir()
+    (project / "new_dir" / "conftest.py").write_text("boom")
+    (base / "tmp" / "left.txt").write_text("left behind")
+    (project / "tests").chmod(0o555)
+    after = ws._hashes(str(project), _known(snap, tmp_path / "src"))
+
+    assert folder.restore(after, _known(snap, tmp_path / "src"))
+    assert _tree(base) == fresh
+    assert all(p.lstat().st_nlink == 1 for p in base.rglob("*") if p.is_file() and not p.is_symlink())
+    assert folder.damage(ws._hashes(str(project)), _known(snap, tmp_path / "src")) == ([], [])
+
+
+def test_an_untouched_sample_folder_needs_nothing_and_a_replaced_one_is_given_up(tmp_path):
+    snap, _, base, folder = _sample_folder(tmp_path)
+    known = _known(snap, tmp_path / "src")
+    assert folder.damage(ws._hashes(str(base / "project"), known), known) == ([], [])
+    shutil.rmtree(base)
+    base.write_text("not a folder")
+    assert not folder.restore({}, known)
+
+
 def _unit(project: str, cost: float):
     return SimpleNamespace(task=SimpleNamespace(project=project), cost=cost)
 

@@ -31,6 +31,46 @@ SAMPLES = {
     "background_process": ("import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', "
                            "'import time; time.sleep(600)'], start_new_session=True)\n\n"
                            "def add(a, b):\n    return a + b\n"),
+    # Damage that a sloppy reuse of the sample folder would hand on: a valid .pyc of pkg/__init__ that
+    # raises (kept bytecode: its header names the source's time and size), a test edited with its size and
+    # times kept, a hard link to that test, and a read-only tests folder.
+    "poisons_the_next_sample": '''
+import importlib.util, os
+from importlib._bootstrap_external import _code_to_timestamp_pyc
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _pyc():
+    init = os.path.join(ROOT, "pkg", "__init__.py")
+    st = os.stat(init)
+    code = compile("raise ImportError('poisoned by an earlier sample')", init, "exec")
+    with open(importlib.util.cache_from_source(init), "wb") as f:
+        f.write(_code_to_timestamp_pyc(code, st.st_mtime, st.st_size))
+
+
+def _test():
+    test = os.path.join(ROOT, "tests", "test_mod.py")
+    st = os.stat(test)
+    with open(test, "rb") as f:
+        data = f.read()
+    with open(test, "wb") as f:
+        f.write(data.replace(b"==", b"!="))
+    os.utime(test, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.link(test, os.path.join(ROOT, "pkg", "linked.py"))
+    os.chmod(os.path.join(ROOT, "tests"), 0o555)
+
+
+for step in (_pyc, _test):
+    try:
+        step()
+    except Exception:
+        pass
+
+
+def add(a, b):
+    return a + b
+''',
     "correct_after_hostile": GOOD,
 }
 
@@ -69,6 +109,7 @@ def test_only_the_correct_samples_pass(verdicts):
     assert workers["timeout"][1].startswith("timeout")
     assert workers["writes_conftest"][1].endswith("tampering")
     assert workers["edits_tests"][1].endswith("tampering")
+    assert workers["poisons_the_next_sample"][1].endswith("tampering")
 
 
 def test_workers_ran_without_falling_back(verdicts):

@@ -14,10 +14,11 @@ non-dumpable (a child of the same user can then neither ptrace it nor open its /
   collection imported, so a child finds them loaded. Left out: the project's own packages, and modules
   pytest marks for assertion rewriting (a plugin imported early would not be rewritten). A batch whose
   import pulled in a project module or started a thread is dropped from sys.modules again;
-- copies the pristine tree into a fresh private folder with the kept `.pyc` files, takes out the spliced
-  file's own and writes the spliced file there (a real copy: see coderun/runner/workers.py for why not
-  hardlinks). The folder has the same path for every sample of this worker, so the code objects in the
-  kept files name the files a fresh compile would;
+- keeps a private folder holding the pristine tree with the kept `.pyc` files (a real copy: see
+  coderun/runner/workers.py for why not hardlinks), takes out the spliced file's own and writes the spliced
+  file there. The folder has the same path for every sample of this worker, so the code objects in the
+  kept files name the files a fresh compile would. It is written from memory for the first sample and put
+  back after each (see _Folder);
 - forks a child that starts a new session, closes the protocol channel, points fd 0 at /dev/null and
   fds 1, 2 and the reporter's channel at pipes the worker reads, applies resource limits, scrubs the
   environment, rebuilds `sys.path` as `python -m pytest` with PYTHONPATH would, and runs `pytest.main`
@@ -35,8 +36,8 @@ non-dumpable (a child of the same user can then neither ptrace it nor open its /
   answering (see _Exit);
 - kills the child's process group at the deadline, then every process the child left behind (its
   session, anything carrying this worker's or this sample's marker, and when `kill_uid` is set every
-  other process of this user), hashes the copy after the run and deletes it and everything the child
-  left in the shared temporary folders;
+  other process of this user), hashes the copy after the run, puts it back (or deletes it) and deletes
+  everything the child left in the shared temporary folders;
 - answers with exit code, timeout, capped stdout / stderr, the reporter's raw lines and the hashes.
 The verdict is decided by coderun on the host, from this evidence, by the same function as always.
 """
@@ -190,6 +191,7 @@ class Worker:
         self.spare: set[int] = set()              # (template) never swept: the worker
         self.statements: _Statements | None = _Statements()  # pytest's statement ranges, per file text
         self.outputs: list[tuple[str, str]] = []  # a finished sample's stdout and folder, to learn frames from
+        self.folder: _Folder | None = None        # the sample folder, when pristine and kept for the next
         self.installed = tuple(os.path.join(p, "") for p in self.base_path if os.path.isabs(p))
         os.makedirs(self.scratch, mode=0o700, exist_ok=True)
         self.proto_in = os.fdopen(os.dup(0), "rb")
@@ -271,6 +273,7 @@ class Worker:
         return any(n.split("::", 1)[0] not in self.primed for n in req["nodeids"])
 
     def start_template(self, req: dict, key: str) -> _Template | None:
+        self.folder = None  # the template uses the sample folder from now on
         to_r, to_w = os.pipe()
         back_r, back_w = os.pipe()
         pid = os.fork()
@@ -319,35 +322,37 @@ class Worker:
         os._exit(0)
 
     def warm_up(self) -> None:
-        """Collect an empty folder once, so the modules pytest imports lazily are loaded before the first
-        fork. Never with coderun's reporter, which reads its channel when imported."""
-        empty = tempfile.mkdtemp(prefix="warm-", dir=self.scratch)
+        """Run two failing tests once, so that what pytest loads and compiles lazily to collect, run and
+        report a failure (modules, the tokenizer's regular expressions) is there before the first fork.
+        Never with coderun's reporter, which reads its channel when imported."""
+        folder = tempfile.mkdtemp(prefix="warm-", dir=self.scratch)
         cwd, path, argv = os.getcwd(), list(sys.path), list(sys.argv)
         try:
-            os.chdir(empty)
+            with open(os.path.join(folder, f"{_WARM_MODULE}.py"), "w") as f:
+                f.write(_WARM_TEST)
+            os.chdir(folder)
             with contextlib.suppress(BaseException):
-                pytest.main(["-q", "--collect-only", "-p", "no:cacheprovider", "-o", "addopts=", empty])
+                pytest.main(["-q", "-p", "no:cacheprovider", "-o", "addopts=", folder])
         finally:
             os.chdir(cwd)
             sys.path[:], sys.argv = path, argv
-            _rmtree(empty)
-        # inspect.getmodule maps every loaded module to its file on first use (pytest does, to show a
-        # failure's source): done here once, a child only maps the modules it loads itself.
-        inspect.getmodule(Worker.warm_up.__code__)
+            sys.modules.pop(_WARM_MODULE, None)
+            _rmtree(folder)
+        _map_modules()
 
     # -- one sample --------------------------------------------------------------------------
 
     def run(self, req: dict) -> dict:
         timing = {"prime": req.pop("prime_s", 0.0) + self.prime(req)}
         t0 = time.monotonic()
-        base, project = self.pristine_folder()
+        base, project = self.sample_folder()
         try:
             self.write_sample(project, req["relfile"], req["source"])
             req["cgroup"] = self.new_cgroup(req["token"])
             t1 = time.monotonic()
             answer = self.fork_and_wait(req, base, project)
             t2 = time.monotonic()
-            answer["after"] = _hashes(project, self.known)
+            answer["after"] = req["after"] = _hashes(project, self.known)
             answer["timing"] = {**timing, "copy": t1 - t0, "child": t2 - t1, "hash": time.monotonic() - t2}
             answer["template"] = self.paused
             self.outputs.append((answer["stdout"], project))
@@ -377,6 +382,7 @@ class Worker:
                 found = [json.loads(x) for x in answer["report"].splitlines() if x.startswith('{"prime"')]
                 if found:
                     self.preimport(found[-1]["prime"], found[-1]["rewrite"], req, base, project)
+                    _map_module_files(found[-1].get("files"))
         finally:
             self.finish(base, job)
         return time.monotonic() - t0
@@ -409,7 +415,7 @@ class Worker:
         if threading.active_count() != threads or any(m.split(".", 1)[0] in skip for m in added):
             for m in added:
                 sys.modules.pop(m, None)
-        inspect.getmodule(Worker.preimport.__code__)  # map the new modules' files (see warm_up)
+        _map_modules()
 
     def learn(self, stdout: str, project: str) -> None:
         """Keep the statement starts of the files in a sample's tracebacks, for the next samples (the
@@ -419,8 +425,21 @@ class Worker:
 
     def pristine_folder(self) -> tuple[str, str]:
         """The sample's folder, emptied, with the pristine tree and all the kept bytecode in it."""
+        self.folder = None
         base, project = self.fresh_folder()
         self.copy_pristine(project)
+        return base, project
+
+    def sample_folder(self) -> tuple[str, str]:
+        """The pristine folder: as the last sample's finish() put it back (see _Folder), else a new copy."""
+        if self.folder is not None:
+            return self.folder.base, os.path.join(self.folder.base, "project")
+        base, project = self.pristine_folder()
+        if self.snapshot is not None:
+            files = {os.path.join("project", rel): data for rel, data, *_ in self.snapshot.files}
+            files.update((os.path.join("project", rel), data) for rel, data in self.bytecode.items())
+            links = {os.path.join("project", rel): target for rel, target in self.snapshot.links}
+            self.folder = _Folder(base, files, links)
         return base, project
 
     def fresh_folder(self) -> tuple[str, str]:
@@ -458,7 +477,9 @@ class Worker:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(req["reap"], 0)
         self.remove_cgroup(req.get("cgroup"))
-        _rmtree(base)
+        if self.folder is None or "after" not in req or not self.folder.restore(req["after"], self.known):
+            self.folder = None
+            _rmtree(base)
         self.clean_shared()
 
     def new_cgroup(self, token: str) -> str | None:
@@ -659,6 +680,128 @@ class _Snapshot:
             os.utime(path, ns=(atime, mtime))
 
 
+class _Folder:
+    """The record that lets the next sample use the sample folder as the last one left it, instead of a
+    new copy: made after a fresh copy, it holds the lstat of every entry under the folder. After a
+    sample, an entry is intact when its type, mode, owner, size, modification and change times, inode
+    and link count are as recorded and, for a file, its bytes are the pristine ones (the after-run hashes
+    say so for the project's files; the others are compared). restore() removes what the record does not
+    hold and writes back everything else from memory; it answers False (the folder is then removed and
+    the next sample gets a new copy) when it cannot."""
+
+    def __init__(self, base: str, files: dict[str, bytes], links: dict[str, str]):
+        self.base, self.files, self.links = base, files, links   # paths relative to base
+        self.stats: dict[str, os.stat_result] = {}
+        for rel, st in self.scan(lambda rel: True):
+            self.stats[rel] = st
+
+    def scan(self, descend: Callable[[str], bool]):
+        """(relative path, lstat) of the folder and everything under it, descending into the folders
+        `descend` accepts."""
+        yield "", os.lstat(self.base)
+        todo = [""]
+        while todo:
+            folder = todo.pop()
+            with os.scandir(os.path.join(self.base, folder)) as entries:
+                found = [(os.path.join(folder, e.name), e.stat(follow_symlinks=False)) for e in entries]
+            for rel, st in found:
+                yield rel, st
+                if stat.S_ISDIR(st.st_mode) and descend(rel):
+                    todo.append(rel)
+
+    @staticmethod
+    def key(st: os.stat_result) -> tuple:
+        return (st.st_mode, st.st_uid, st.st_gid, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino,
+                st.st_nlink)
+
+    def restore(self, after: dict[str, str], known: dict[str, tuple[bytes, str]]) -> bool:
+        try:
+            extra, bad = self.damage(after, known)
+            for rel in extra:
+                self.remove(rel)
+            for rel in sorted(bad, key=lambda r: r.count(os.sep)):  # folders before what they hold
+                self.put_back(rel)
+            self.settle()
+            return True
+        except Exception:  # noqa: BLE001  (anything unexpected: a new copy)
+            return False
+
+    def damage(self, after: dict[str, str], known: dict[str, tuple[bytes, str]]) -> tuple[list[str], list[str]]:
+        """(entries the record does not hold, recorded entries to write back)."""
+        extra, bad, seen = [], [], set()
+        recorded = self.stats
+        for rel, st in self.scan(lambda rel: rel in recorded and stat.S_ISDIR(recorded[rel].st_mode)):
+            seen.add(rel)
+            if rel not in recorded:
+                extra.append(rel)
+            elif self.key(st) != self.key(recorded[rel]) or not self.intact(rel, st, after, known):
+                bad.append(rel)
+        if "" in bad and stat.S_IFMT(os.lstat(self.base).st_mode) != stat.S_IFDIR:
+            raise OSError("the sample folder is not a folder any more")
+        return extra, bad + [rel for rel in recorded if rel not in seen]
+
+    def intact(self, rel: str, st: os.stat_result, after: dict, known: dict) -> bool:
+        if not stat.S_ISREG(st.st_mode):
+            return True
+        inside = rel[len("project" + os.sep):] if rel.startswith("project" + os.sep) else None
+        if inside is not None and inside in after and inside in known:
+            return after[inside] == known[inside][1]
+        data = self.files[rel]
+        with open(os.path.join(self.base, rel), "rb") as f:
+            return f.read(len(data) + 1) == data
+
+    def remove(self, rel: str) -> None:
+        path = os.path.join(self.base, rel)
+        if os.path.isdir(path) and not os.path.islink(path):
+            _rmtree(path)
+        elif os.path.lexists(path):
+            os.unlink(path)
+
+    def put_back(self, rel: str) -> None:
+        want, path = self.stats[rel], os.path.join(self.base, rel)
+        if stat.S_ISDIR(want.st_mode):
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                st = None
+            if st is None or not stat.S_ISDIR(st.st_mode):
+                if st is not None:
+                    os.unlink(path)
+                os.mkdir(path, 0o700)
+            elif (st.st_uid, st.st_gid) != (want.st_uid, want.st_gid):
+                raise OSError(f"{rel}: owner changed")
+            os.chmod(path, stat.S_IMODE(want.st_mode))
+            return  # times: settle()
+        self.remove(rel)
+        if stat.S_ISLNK(want.st_mode):
+            os.symlink(self.links[rel], path)
+        else:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                view = memoryview(self.files[rel])
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fchmod(fd, stat.S_IMODE(want.st_mode))
+                os.utime(fd, ns=(want.st_atime_ns, want.st_mtime_ns))
+            finally:
+                os.close(fd)
+        self.stats[rel] = os.lstat(path)
+
+    def settle(self) -> None:
+        """Folder modes and times as recorded (deepest first: writing in a folder changes its times),
+        and the record of every folder updated (their change times moved)."""
+        folders = sorted((r for r, st in self.stats.items() if stat.S_ISDIR(st.st_mode)),
+                         key=lambda r: -r.count(os.sep) if r else 1)
+        for rel in folders:
+            want, path = self.stats[rel], os.path.join(self.base, rel)
+            st = os.lstat(path)
+            if (st.st_mode, st.st_mtime_ns) != (want.st_mode, want.st_mtime_ns):
+                os.chmod(path, stat.S_IMODE(want.st_mode))
+                os.utime(path, ns=(want.st_atime_ns, want.st_mtime_ns))
+        for rel in folders:
+            self.stats[rel] = os.lstat(os.path.join(self.base, rel))
+
+
 class _Statements:
     """Where the statements of a file start, kept per file text, for pytest's short tracebacks.
 
@@ -756,7 +899,12 @@ def _statement_starts(tree: ast.AST) -> list[int]:
     """The sorted lines (0-based) where pytest considers a statement to start (get_statement_startend2):
     every statement and except clause, a definition's decorators, and the line before a finally/else."""
     values: list[int] = []
-    for x in ast.walk(tree):
+    todo = [tree]
+    while todo:  # statements nest in statement lists only: expressions need no visit
+        x = todo.pop()
+        for _name, field in ast.iter_fields(x):
+            if isinstance(field, list) and field and isinstance(field[0], _BLOCKS):
+                todo.extend(field)
         if isinstance(x, (ast.stmt, ast.ExceptHandler)):
             if isinstance(x, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
                 values.extend(d.lineno - 1 for d in x.decorator_list)
@@ -767,6 +915,28 @@ def _statement_starts(tree: ast.AST) -> list[int]:
                     values.append(val[0].lineno - 2)
     values.sort()
     return values
+
+
+_BLOCKS = (ast.stmt, ast.ExceptHandler, *((ast.match_case,) if hasattr(ast, "match_case") else ()))
+
+
+_WARM_MODULE = "test_coderun_warm_up"
+_WARM_TEST = """\
+def nested(value):
+    return {"key": value}[
+        "missing"]
+
+
+def test_compare():
+    assert [1, "two", {"three": 3}] == [1, "two", {"three": 4}]
+
+
+def test_raises():
+    nested('''a
+    b''' + \"\"\"c\"\"\" + 'd\\
+e' + "f\\
+g")
+"""
 
 
 # Every kind of statement, clause and decorator layout get_statement_startend2 treats apart.
@@ -927,6 +1097,7 @@ class _Pause:
     def pytest_load_initial_conftests(self, early_config, parser, args):
         why = self.refusal(early_config)
         self.output.collect()
+        _map_modules()  # the plugins configuring pytest imported
         if why:
             self.worker.send({"ready": False, "why": why})
             os._exit(0)
@@ -1147,7 +1318,8 @@ def _forget_folder(base: str) -> None:
     has the same path, and a directory listing cached for an earlier one must not be used."""
     for key in [k for k in sys.path_importer_cache if isinstance(k, str) and k.startswith(base)]:
         del sys.path_importer_cache[key]
-    linecache.clearcache()
+    for key in [k for k in linecache.cache if not os.path.isabs(k) or k.startswith(base)]:
+        del linecache.cache[key]
 
 
 def _forget_project_modules(root: str) -> None:
@@ -1208,7 +1380,7 @@ def _run_pytest(w: Worker, req: dict, base: str, project: str, rep_w: int) -> in
     before, probe = set(sys.modules), _Probe()
     code = _shutdown(_call_pytest(req["args"], [probe] if req.get("prime") else None))
     if req.get("prime"):
-        _report_imports(rep_w, before, probe, (base, w.cfg["harness"]))
+        _report_imports(rep_w, before, probe, base, w.cfg["harness"])
     return code
 
 
@@ -1221,9 +1393,10 @@ class _Probe:
         self.config = config
 
 
-def _report_imports(fd: int, before: set[str], probe: _Probe, inside: tuple[str, ...]) -> None:
-    """Priming only: the installed modules the collection imported, in import order."""
-    names, inside = [], tuple(os.path.realpath(d) + os.sep for d in inside)
+def _report_imports(fd: int, before: set[str], probe: _Probe, base: str, harness: str) -> None:
+    """Priming only: the installed modules the collection imported, in import order (and see
+    _module_files)."""
+    names, inside = [], tuple(os.path.realpath(d) + os.sep for d in (base, harness))
     for name, module in list(sys.modules.items()):
         path = getattr(module, "__file__", None)
         if name in before or (path is None and name not in sys.builtin_module_names):
@@ -1231,9 +1404,39 @@ def _report_imports(fd: int, before: set[str], probe: _Probe, inside: tuple[str,
         if path is None or not os.path.realpath(path).startswith(inside):
             names.append(name)
     hook = getattr(getattr(probe.config, "pluginmanager", None), "rewrite_hook", None)
-    line = json.dumps({"prime": names, "rewrite": sorted(getattr(hook, "_must_rewrite", ()))}) + "\n"
+    line = json.dumps({"prime": names, "rewrite": sorted(getattr(hook, "_must_rewrite", ())),
+                       "files": _module_files(base)}) + "\n"
     with contextlib.suppress(OSError):
         os.write(fd, line.encode())
+
+
+def _module_files(base: str) -> list[dict[str, str]]:
+    """Priming only: what inspect.getmodule maps (module -> file, file -> module) for the modules under
+    the sample's folder, computed as a failure's repr computes it in every child (same folder path)."""
+    caches = (getattr(inspect, "_filesbymodname", None), getattr(inspect, "modulesbyfile", None))
+    if not all(isinstance(c, dict) for c in caches):
+        return [{}, {}]
+    _map_modules()
+    inside = tuple({os.path.join(base, ""), os.path.join(os.path.realpath(base), "")})
+    return [{m: f for m, f in caches[0].items() if isinstance(f, str) and f.startswith(inside)},
+            {f: m for f, m in caches[1].items() if isinstance(f, str) and f.startswith(inside)}]
+
+
+def _map_modules() -> None:
+    """inspect.getmodule maps every loaded module to its file (a realpath per path component) when asked
+    about a file it does not know, as pytest's failure repr does: done before forking, a child maps only
+    what it loads itself. The file asked about is one no module has (a known one returns at once)."""
+    with contextlib.suppress(Exception):
+        inspect.getmodule(_map_modules.__code__, "<coderun: no such file>")
+
+
+def _map_module_files(files: object) -> None:
+    """Take a priming's _module_files into inspect's caches: a child's failure repr then maps (a realpath
+    per path component) only the modules the priming did not import."""
+    caches = (getattr(inspect, "_filesbymodname", None), getattr(inspect, "modulesbyfile", None))
+    if isinstance(files, list) and len(files) == 2 and all(isinstance(c, dict) for c in (*caches, *files)):
+        caches[0].update(files[0])
+        caches[1].update(files[1])
 
 
 def _exit_code(value: object) -> int:
