@@ -6,7 +6,8 @@ naive     for every sample a fresh sandbox (a fresh container with docker, a fre
           platform did, kept as the reference for correctness and speed.
 workers   one long-lived worker per (project, slot), inside a sandbox started once
           (coderun/runner/worker_server.py). It has imported pytest already and forks a child per sample;
-          the child runs the same node ids through `pytest.main` on a fresh private copy of the project,
+          the child runs the same node ids through `pytest.main` on a private, pristine copy of the
+          project (written fresh, or put back after the previous sample: worker_server._Folder),
           with the limits, scrubbed environment, reporter channel, timeout and leftover-process killing
           of the naive path. The evidence (exit code seen by the worker, reporter records read from a pipe,
           hashes of the copy after the run) goes through the same `grade`.
@@ -16,7 +17,8 @@ the links, i.e. the pristine files belong to another user than the sample's. In 
 capability is dropped, so the worker cannot switch the child to another user, and the kernel's
 protected_hardlinks keeps a user from linking files it does not own; with local the sample runs as
 coderun's user. Copying a project tree into tmpfs / the page cache takes a few milliseconds, so each
-sample gets a real copy (from the read-only image tree with docker).
+sample gets a real copy (from the read-only image tree with docker); checking and putting back the one a
+sample used takes less, off the path of the next answer.
 
 Fallback, visibly: when a worker cannot start, dies or stops answering during a sample (a sample may
 kill it: it runs as the same user in docker), that sample is run again on the naive path, the sample's
