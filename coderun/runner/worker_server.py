@@ -238,7 +238,7 @@ class Worker:
                 raise
             except Exception as e:  # the worker's own failure: coderun falls back to the naive path
                 self.send({"kind": "error", "id": req.get("id"), "error": f"{type(e).__name__}: {e}"})
-            finally:  # after the answer: coderun grades while the folder is removed
+            finally:  # after the answer: coderun grades while the folder is put back
                 while self.leftovers:
                     self.finish(*self.leftovers.pop())
                 while self.outputs:
@@ -661,23 +661,27 @@ class _Snapshot:
         for rel, *_ in self.dirs:
             os.mkdir(os.path.join(dest, rel), 0o700)
         for rel, data, mode, atime, mtime in self.files:
-            path = os.path.join(dest, rel)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, stat.S_IMODE(mode))
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
-                if stat.S_IMODE(mode) & self.umask:
-                    os.fchmod(fd, stat.S_IMODE(mode))
-                os.utime(fd, ns=(atime, mtime))
-            finally:
-                os.close(fd)
+            _write_file(os.path.join(dest, rel), data, mode, atime, mtime, self.umask)
         for rel, target in self.links:
             os.symlink(target, os.path.join(dest, rel))
         for rel, mode, atime, mtime in reversed(self.dirs):  # last: writing inside changes a folder's times
             path = os.path.join(dest, rel)
             os.chmod(path, stat.S_IMODE(mode))
             os.utime(path, ns=(atime, mtime))
+
+
+def _write_file(path: str, data: bytes, mode: int, atime_ns: int, mtime_ns: int, umask: int) -> None:
+    """Create `path` (it must not exist) with these bytes, permission bits and times."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, stat.S_IMODE(mode))
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if stat.S_IMODE(mode) & umask:
+            os.fchmod(fd, stat.S_IMODE(mode))
+        os.utime(fd, ns=(atime_ns, mtime_ns))
+    finally:
+        os.close(fd)
 
 
 class _Folder:
@@ -691,9 +695,7 @@ class _Folder:
 
     def __init__(self, base: str, files: dict[str, bytes], links: dict[str, str]):
         self.base, self.files, self.links = base, files, links   # paths relative to base
-        self.stats: dict[str, os.stat_result] = {}
-        for rel, st in self.scan(lambda rel: True):
-            self.stats[rel] = st
+        self.stats: dict[str, os.stat_result] = dict(self.scan(lambda rel: True))
 
     def scan(self, descend: Callable[[str], bool]):
         """(relative path, lstat) of the folder and everything under it, descending into the folders
@@ -728,6 +730,8 @@ class _Folder:
 
     def damage(self, after: dict[str, str], known: dict[str, tuple[bytes, str]]) -> tuple[list[str], list[str]]:
         """(entries the record does not hold, recorded entries to write back)."""
+        if not stat.S_ISDIR(os.lstat(self.base).st_mode):  # never read through a link put in its place
+            raise OSError("the sample folder is not a folder any more")
         extra, bad, seen = [], [], set()
         recorded = self.stats
         for rel, st in self.scan(lambda rel: rel in recorded and stat.S_ISDIR(recorded[rel].st_mode)):
@@ -736,8 +740,6 @@ class _Folder:
                 extra.append(rel)
             elif self.key(st) != self.key(recorded[rel]) or not self.intact(rel, st, after, known):
                 bad.append(rel)
-        if "" in bad and stat.S_IFMT(os.lstat(self.base).st_mode) != stat.S_IFDIR:
-            raise OSError("the sample folder is not a folder any more")
         return extra, bad + [rel for rel in recorded if rel not in seen]
 
     def intact(self, rel: str, st: os.stat_result, after: dict, known: dict) -> bool:
@@ -775,16 +777,8 @@ class _Folder:
         self.remove(rel)
         if stat.S_ISLNK(want.st_mode):
             os.symlink(self.links[rel], path)
-        else:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            try:
-                view = memoryview(self.files[rel])
-                while view:
-                    view = view[os.write(fd, view):]
-                os.fchmod(fd, stat.S_IMODE(want.st_mode))
-                os.utime(fd, ns=(want.st_atime_ns, want.st_mtime_ns))
-            finally:
-                os.close(fd)
+        else:  # umask -1: the mode is always set, whatever the umask
+            _write_file(path, self.files[rel], want.st_mode, want.st_atime_ns, want.st_mtime_ns, -1)
         self.stats[rel] = os.lstat(path)
 
     def settle(self) -> None:
@@ -1413,13 +1407,19 @@ def _report_imports(fd: int, before: set[str], probe: _Probe, base: str, harness
 def _module_files(base: str) -> list[dict[str, str]]:
     """Priming only: what inspect.getmodule maps (module -> file, file -> module) for the modules under
     the sample's folder, computed as a failure's repr computes it in every child (same folder path)."""
-    caches = (getattr(inspect, "_filesbymodname", None), getattr(inspect, "modulesbyfile", None))
-    if not all(isinstance(c, dict) for c in caches):
+    caches = _inspect_caches()
+    if caches is None:
         return [{}, {}]
     _map_modules()
     inside = tuple({os.path.join(base, ""), os.path.join(os.path.realpath(base), "")})
     return [{m: f for m, f in caches[0].items() if isinstance(f, str) and f.startswith(inside)},
             {f: m for f, m in caches[1].items() if isinstance(f, str) and f.startswith(inside)}]
+
+
+def _inspect_caches() -> tuple[dict, dict] | None:
+    """inspect's module -> file and file -> module maps (None in a Python that has no such maps)."""
+    caches = (getattr(inspect, "_filesbymodname", None), getattr(inspect, "modulesbyfile", None))
+    return caches if all(isinstance(c, dict) for c in caches) else None
 
 
 def _map_modules() -> None:
@@ -1433,8 +1433,8 @@ def _map_modules() -> None:
 def _map_module_files(files: object) -> None:
     """Take a priming's _module_files into inspect's caches: a child's failure repr then maps (a realpath
     per path component) only the modules the priming did not import."""
-    caches = (getattr(inspect, "_filesbymodname", None), getattr(inspect, "modulesbyfile", None))
-    if isinstance(files, list) and len(files) == 2 and all(isinstance(c, dict) for c in (*caches, *files)):
+    caches = _inspect_caches()
+    if caches is not None and isinstance(files, list) and len(files) == 2 and all(isinstance(c, dict) for c in files):
         caches[0].update(files[0])
         caches[1].update(files[1])
 
