@@ -8,7 +8,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import click
 import typer
 from rich.console import Console
 from typer.core import TyperGroup
@@ -28,7 +27,7 @@ JsonOption = typer.Option(False, "--json", help="Machine-readable output.")
 class CoderunGroup(TyperGroup):
     """Root group: turns a CoderunError from any command into its message and exit code."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: typer.Context) -> Any:
         try:
             return super().invoke(ctx)
         except CoderunError as e:
