@@ -817,6 +817,7 @@ class _Statements:
         self.stand_ins: dict[bytes, ast.AST] = {}                # digest of a file text -> stand-in tree
         self.starts: dict[int, tuple[ast.AST, list[int]]] = {}   # id(tree) -> (tree, statement starts)
         self.tried: set[str] = set()                             # paths read (or refused) already
+        self.before_first: tuple[int, int | None] | None = None   # pytest >= 9.1's answer above the first start
 
     def install(self) -> bool:
         try:
@@ -840,6 +841,8 @@ class _Statements:
 
     def agrees(self, original: Callable) -> bool:
         tree = ast.parse(_PROBE, "source", "exec")
+        # Above the first statement, pytest before 9.1 wraps round to the last start; later ones say (0, None).
+        self.before_first = (0, None) if original(-1, tree) == (0, None) else None
         for lineno in range(-1, _PROBE.count("\n") + 2):
             if original(lineno, tree) != self.startend(lineno, tree):
                 return False
@@ -865,6 +868,8 @@ class _Statements:
             kept = self.starts[id(node)] = (node, _statement_starts(node))
         values = kept[1]
         i = bisect.bisect_right(values, lineno)
+        if i == 0 and self.before_first is not None:
+            return self.before_first
         return values[i - 1], (values[i] if i < len(values) else None)
 
     def remember(self, path: str) -> None:
