@@ -1,6 +1,6 @@
 """Which CoderEval tasks of the built-in projects survived `coderun tasks build`, and why the others did not.
 
-    python benchmarks/codereval_survival.py
+    python benchmarks/codereval_survival.py [--data DIR]
 
 Reads the task store (after `coderun tasks build <projects>`) and CoderEval's task list; prints one line
 per CoderEval task of a built-in project, then the counts. Measurement, not product code.
@@ -8,14 +8,15 @@ per CoderEval task of a built-in project, then the counts. Measurement, not prod
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections import Counter
-from pathlib import Path
 
 from coderun.config import load_settings
 from coderun.tasks import load_tasks, store
 
-DATA = Path("/work/shared/codereval/results-CodeGen-raw.jsonl")
+from _data import add_data_option, codereval_data
+
 PROJECTS = {"pexip/os-python-cachetools": "cachetools", "pexip/os-python-dateutil": "python-dateutil",
             "witten/borgmatic": "borgmatic", "witten/atticmatic": "borgmatic",
             "cpburnz/python-sql-parameters": "sqlparams", "skorokithakis/shortuuid": "shortuuid",
@@ -23,11 +24,14 @@ PROJECTS = {"pexip/os-python-cachetools": "cachetools", "pexip/os-python-dateuti
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_data_option(ap)
+    raw = codereval_data(ap.parse_args().data, "results-CodeGen-raw.jsonl") / "results-CodeGen-raw.jsonl"
     settings = load_settings()
     by_alias = {a: t for t in load_tasks(settings, status="all") for a in t.aliases}
     reports = {p: json.loads(r) for p, r in store.build_reports(settings).items()}
     outcome: Counter[str] = Counter()
-    for row in map(json.loads, DATA.open()):
+    for row in map(json.loads, raw.open()):
         project = PROJECTS.get(row["project"])
         if project is None:
             continue

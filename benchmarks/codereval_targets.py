@@ -6,18 +6,18 @@ whose docstring matches CoderEval's is taken), and write `function`, `aliases: [
 human-labeled docstring (CEPythonHumanLabel.jsonl, question_id = _id) into the manifest's `tasks:`
 section. Functions not in the tree are left out and printed.
 
-    python benchmarks/codereval_targets.py [--dry-run]
+    python benchmarks/codereval_targets.py [--dry-run] [--data DIR]
 
 Not product code: coderun never reads CoderEval's data; this script writes manifests once.
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
 import difflib
 import inspect
 import json
-import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -27,7 +27,8 @@ from coderun.config import BUILTIN_PROJECTS_DIR, load_settings
 from coderun.manifest import load_manifest
 from coderun.sources import checkout
 
-DATA = Path("/work/shared/codereval")
+from _data import add_data_option, codereval_data
+
 PROJECTS = {  # CoderEval's GitHub project -> (built-in manifest, prefix of file paths in the sdist)
     "pexip/os-python-cachetools": ("cachetools", ""),
     "pexip/os-python-dateutil": ("python-dateutil", ""),
@@ -85,10 +86,11 @@ def pick(defs: list[tuple[str, str, str]], docstring: str, signature: str) -> tu
                   + ", ".join(q for _, q in scored))
 
 
-def main(dry_run: bool) -> None:
-    rows = [json.loads(line) for line in (DATA / "results-CodeGen-raw.jsonl").open()]
-    human = {r["question_id"]: r["docstring"] for r in map(json.loads, (DATA / "CEPythonHumanLabel.jsonl").open())}
-    signature = {r["question_id"]: r["signature"] for r in map(json.loads, (DATA / "CEPythonRaw.jsonl").open())}
+def main(dry_run: bool, data: Path) -> None:
+    data_dir = codereval_data(data, "results-CodeGen-raw.jsonl", "CEPythonHumanLabel.jsonl", "CEPythonRaw.jsonl")
+    rows = [json.loads(line) for line in (data_dir / "results-CodeGen-raw.jsonl").open()]
+    human = {r["question_id"]: r["docstring"] for r in map(json.loads, (data_dir / "CEPythonHumanLabel.jsonl").open())}
+    signature = {r["question_id"]: r["signature"] for r in map(json.loads, (data_dir / "CEPythonRaw.jsonl").open())}
     settings = load_settings()
     targets: dict[str, dict[str, dict]] = defaultdict(dict)  # manifest -> function -> target
     left_out: list[str] = []
@@ -151,4 +153,8 @@ def write_targets(path: Path, targets: list[dict]) -> None:
 
 
 if __name__ == "__main__":
-    main("--dry-run" in sys.argv)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dry-run", action="store_true", help="print, do not write the manifests")
+    add_data_option(ap)
+    args = ap.parse_args()
+    main(args.dry_run, args.data)

@@ -3,7 +3,8 @@
     python benchmarks/eval_speed.py [--backend local|docker|both] [--project P ...] [--limit N] [--jobs J]
                                     [--repeat R] [--samples FILE]
 
-Sample set: CoderEval's released CodeGen samples (default /work/shared/codereval/results-CodeGen-raw.jsonl)
+Sample set: CoderEval's released CodeGen samples (default ../shared/codereval/results-CodeGen-raw.jsonl,
+beside the repository)
 on the built-in tasks that carry a CoderEval alias (`coderun tasks build <project>` makes them). Each
 repetition evaluates the set with `naive` and then with `workers`, and prints: samples, unique samples,
 wall time of each, the ratio, the median per-sample overhead of workers (the wall time of each unique
@@ -27,7 +28,9 @@ from coderun.runner.samples import read_samples, resolver_from_tasks
 from coderun.runner.store import RunStore
 from coderun.tasks import load_tasks
 
-DEFAULT_SAMPLES = Path("/work/shared/codereval/results-CodeGen-raw.jsonl")
+from _data import DEFAULT
+
+DEFAULT_SAMPLES = DEFAULT / "results-CodeGen-raw.jsonl"
 
 
 def sample_file(args, tasks, out: Path) -> tuple[int, int]:
@@ -97,6 +100,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--samples", type=Path, default=DEFAULT_SAMPLES)
     args = ap.parse_args()
+    if not args.samples.is_file():
+        raise SystemExit(f"samples file not found: {args.samples} (pass --samples FILE)")
     settings = load_settings()
     tasks = [t for t in load_tasks(settings) if t.aliases and (not args.project or t.project in args.project)]
     if not tasks:

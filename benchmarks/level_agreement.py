@@ -32,7 +32,7 @@ from coderun.manifest import find_manifest
 from coderun.records import Level
 from coderun.sources import checkout
 
-DATA = Path("/work/shared/codereval")
+from _data import add_data_option, codereval_data
 
 # CoderEval project (GitHub fork) -> (built-in manifest, function that maps CoderEval's file path)
 PROJECTS = {
@@ -98,11 +98,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--no-jedi", action="store_true", help="syntax only")
     ap.add_argument("--show-all", action="store_true", help="print every task, not only disagreements")
+    add_data_option(ap)
     args = ap.parse_args()
+    data = codereval_data(args.data, "results-CodeGen-raw.jsonl", "levels-adjudicated-dev.jsonl",
+                          "CEPythonRaw.jsonl")
 
-    raw = [t for t in load_jsonl(DATA / "results-CodeGen-raw.jsonl") if t["project"] in PROJECTS]
-    adjudicated = {a["id"]: a for a in load_jsonl(DATA / "levels-adjudicated-dev.jsonl")}
-    signatures = {q["question_id"]: q["signature"] for q in load_jsonl(DATA / "CEPythonRaw.jsonl")}
+    raw = [t for t in load_jsonl(data / "results-CodeGen-raw.jsonl") if t["project"] in PROJECTS]
+    adjudicated = {a["id"]: a for a in load_jsonl(data / "levels-adjudicated-dev.jsonl")}
+    signatures = {q["question_id"]: q["signature"] for q in load_jsonl(data / "CEPythonRaw.jsonl")}
     print(f"analyzing {len({m for m, _ in PROJECTS.values()})} built-in projects "
           f"({'with' if not args.no_jedi else 'without'} jedi)…", file=sys.stderr)
     functions = analyze_all(not args.no_jedi)

@@ -23,7 +23,6 @@ IMAGES_DIR = _data_dir("images")
 class Settings:
     home: Path
     project_dirs: tuple[Path, ...] = field(default_factory=tuple)
-    pypi_url: str = "https://pypi.org/simple"
 
     @property
     def git_cache(self) -> Path:
@@ -62,5 +61,4 @@ def load_settings(extra_project_dirs: list[Path] | None = None) -> Settings:
     home = Path(os.environ.get("CODERUN_HOME") or Path.home() / ".cache" / "coderun").expanduser()
     dirs = [Path(p).expanduser() for p in os.environ.get("CODERUN_PROJECTS", "").split(os.pathsep) if p]
     dirs += list(extra_project_dirs or [])
-    pypi = os.environ.get("CODERUN_PYPI_URL", "https://pypi.org/simple").rstrip("/")
-    return Settings(home=home, project_dirs=tuple(dirs), pypi_url=pypi)
+    return Settings(home=home, project_dirs=tuple(dirs))

@@ -8,19 +8,20 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import html.parser
+import importlib.util
 import io
 import re
 import shutil
+import subprocess
+import sys
 import tarfile
 import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urljoin, urlparse
+from urllib.parse import urlparse
 
 import git
-import httpx
 
 from coderun.config import Settings
 from coderun.errors import SourceError
@@ -164,71 +165,56 @@ def _checkout_path(name: str, path: Path, settings: Settings) -> Checkout:
 # --------------------------------------------------------------------------------------- pypi
 
 
-class _Links(html.parser.HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.links: list[tuple[str, str]] = []
-        self._href: str | None = None
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "a":
-            self._href = dict(attrs).get("href")
-
-    def handle_data(self, data: str) -> None:
-        if self._href:
-            self.links.append((data.strip(), self._href))
-            self._href = None
-
-
 def _normalize_dist(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def find_sdist(requirement: str, index_url: str) -> tuple[str, str, str]:
-    """(filename, url, sha256) of the sdist for "name==version", from a PEP 503 simple index."""
-    name, _, version = requirement.partition("==")
-    page = f"{index_url}/{_normalize_dist(name)}/"
-    try:
-        r = httpx.get(page, follow_redirects=True, timeout=60)
-    except httpx.HTTPError as e:
-        raise SourceError(f"cannot reach the package index at {page}: {e}",
-                          hint="set CODERUN_PYPI_URL to a reachable simple index") from None
-    if r.status_code == 404:
-        raise SourceError(f"no package named {name!r} on {index_url}")
-    r.raise_for_status()
-    parser = _Links()
-    parser.feed(r.text)
+def _sdist_name(name: str, version: str) -> re.Pattern[str]:
     stem = _normalize_dist(name).replace("-", "[-_.]")
-    pattern = re.compile(rf"^{stem}-{re.escape(version)}\.(tar\.gz|zip|tar\.bz2)$", re.IGNORECASE)
-    for filename, href in parser.links:
-        if pattern.match(filename):
-            url, _, frag = urljoin(page, href).partition("#")
-            sha = frag.removeprefix("sha256=") if frag.startswith("sha256=") else ""
-            if not sha:
-                raise SourceError(f"{filename} on {index_url} has no sha256 to verify against")
-            return filename, url, sha
-    raise SourceError(f"no sdist of {requirement} on {index_url}",
-                      hint="check the version; coderun needs a source distribution, not a wheel")
+    return re.compile(rf"^{stem}-{re.escape(version)}\.(tar\.gz|zip|tar\.bz2)$", re.IGNORECASE)
 
 
 def download_sdist(requirement: str, settings: Settings) -> Path:
-    filename, url, sha = find_sdist(requirement, settings.pypi_url)
-    dest = settings.sdist_cache / filename
-    if dest.is_file() and hashlib.sha256(dest.read_bytes()).hexdigest() == sha:
-        return dest
-    try:
-        r = httpx.get(url, follow_redirects=True, timeout=300)
-        r.raise_for_status()
-    except httpx.HTTPError as e:
-        raise SourceError(f"downloading {url} failed: {e}") from None
-    got = hashlib.sha256(r.content).hexdigest()
-    if got != sha:
-        raise SourceError(f"{filename}: sha256 {got} does not match the index's {sha}")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_suffix(".part")
-    tmp.write_bytes(r.content)
-    tmp.replace(dest)
+    """The sdist of "name==version", fetched by `pip download` so that pip's own configuration (index
+    and extra indexes, find-links, proxy, certificates: `pip config list`, PIP_* variables) applies;
+    pip checks the hash the index gives. Cached under $CODERUN_HOME/sdists."""
+    name, _, version = requirement.partition("==")
+    pattern = _sdist_name(name, version)
+    cache = settings.sdist_cache
+    cached = sorted(p for p in cache.glob("*") if p.is_file() and pattern.match(p.name)) if cache.is_dir() else []
+    if cached:
+        return cached[0]
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="coderun-sdist-", dir=cache) as tmp:
+        cmd = [*_pip(), "download", "--no-deps", "--no-binary", ":all:", "--disable-pip-version-check",
+               "--dest", tmp, requirement]
+        proc = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        got = [p for p in Path(tmp).iterdir() if pattern.match(p.name)]
+        if proc.returncode != 0 or not got:
+            raise SourceError(f"no sdist of {requirement} from pip's package index: {_pip_error(proc)}",
+                              hint="coderun fetches sdists with `pip download --no-binary :all:` and pip's own "
+                                   "configuration (`pip config list`, PIP_INDEX_URL); check the version has a "
+                                   "source distribution there")
+        dest = cache / got[0].name
+        got[0].replace(dest)
     return dest
+
+
+def _pip() -> list[str]:
+    """pip of coderun's own interpreter, else the one on PATH (a `uv tool` install has no pip)."""
+    if importlib.util.find_spec("pip") is not None:
+        return [sys.executable, "-m", "pip"]
+    found = shutil.which("pip3") or shutil.which("pip")
+    if found is None:
+        raise SourceError("fetching a PyPI sdist needs pip, which coderun's interpreter does not have",
+                          hint=f"{sys.executable} -m ensurepip, or put pip on PATH")
+    return [found]
+
+
+def _pip_error(proc: subprocess.CompletedProcess[str]) -> str:
+    lines = [ln.strip() for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
+    errors = [ln.removeprefix("ERROR: ") for ln in lines if ln.startswith("ERROR:")]
+    return "; ".join(errors[:2]) or (lines[-1] if lines else f"pip exited with {proc.returncode}")
 
 
 def _unpack(archive: Path, into: Path) -> Path:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+# CoderEval's released files, beside the repository (../shared/codereval) as on CI and developers' machines.
+CODEREVAL_DATA = Path(__file__).resolve().parents[2] / "shared" / "codereval"
+
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@localhost", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@localhost", "HOME": "/tmp", "PATH": "/usr/bin:/bin"}
 

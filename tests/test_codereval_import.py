@@ -11,10 +11,9 @@ from typer.testing import CliRunner
 
 from coderun.cli.main import app
 from coderun.runner.store import RunKind, RunStore
+from tests.helpers import CODEREVAL_DATA
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "codereval"
-if not DATA.is_dir():
-    DATA = Path("/work/shared/codereval")
+DATA = CODEREVAL_DATA
 RAW, HUMAN = DATA / "results-CodeGen-raw.jsonl", DATA / "results-CodeGen-humanlabel.jsonl"
 pytestmark = pytest.mark.skipif(not RAW.is_file(), reason=f"CoderEval data not found at {DATA}")
 

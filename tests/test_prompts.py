@@ -13,6 +13,7 @@ from coderun.prompts import PromptSpec, build_prompts, load_human_docstrings, lo
 from coderun.prompts import variants as variants_mod
 from coderun.prompts.tokens import APPROX, approx_count, get_tokenizer
 from coderun.records import ContextSet, Level, Task
+from tests.helpers import CODEREVAL_DATA
 
 FILES = {
     "pkg/__init__.py": "from .util import slugify as slugify\n",
@@ -246,7 +247,7 @@ def test_human_docstring_imported_by_alias_in_codereval_format(project, tmp_path
 
 
 def test_codereval_human_label_file_loads():
-    path = Path("/work/shared/codereval/CEPythonHumanLabel.jsonl")
+    path = CODEREVAL_DATA / "CEPythonHumanLabel.jsonl"
     if not path.exists():
         pytest.skip("CoderEval data not present")
     assert len(load_human_docstrings(path)) == 230

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -19,8 +18,9 @@ from coderun.runner.samples import (
     read_samples,
     resolver_from_tasks,
 )
+from tests.helpers import CODEREVAL_DATA
 
-CODEGEN = Path("/work/shared/codereval/results-CodeGen-raw.jsonl")
+CODEGEN = CODEREVAL_DATA / "results-CodeGen-raw.jsonl"
 
 
 def make_task(task_id: str = "proj/m.py::add", aliases: tuple[str, ...] = ("62e60f43d76274f8a4026e28",)) -> Task:

@@ -86,3 +86,72 @@ def test_pypi_unknown_version_is_clear(tmp_path):
     m = manifest('name: x\nsource: {pypi: "shortuuid==0.0.999"}\npython: "3.11"\n', tmp_path / "m.yaml")
     with pytest.raises(SourceError, match="no sdist of shortuuid==0.0.999"):
         checkout(m, load_settings())
+
+
+# An in-tree PEP 517 backend with no build requirements: pip can prepare the sdist's metadata offline.
+_BACKEND = '''\
+import os, zipfile
+
+META = "Metadata-Version: 2.1\\nName: tinypkg\\nVersion: 1.0\\n"
+
+
+def prepare_metadata_for_build_wheel(directory, config_settings=None):
+    info = os.path.join(directory, "tinypkg-1.0.dist-info")
+    os.makedirs(info)
+    with open(os.path.join(info, "METADATA"), "w") as f:
+        f.write(META)
+    return "tinypkg-1.0.dist-info"
+
+
+def build_wheel(directory, config_settings=None, metadata_directory=None):
+    name = "tinypkg-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(os.path.join(directory, name), "w") as z:
+        z.writestr("tinypkg-1.0.dist-info/METADATA", META)
+    return name
+'''
+
+
+def _local_index(root):
+    """A PEP 503 index on disk holding one sdist of tinypkg 1.0, made here."""
+    import hashlib
+    import tarfile
+
+    src = root / "build" / "tinypkg-1.0"
+    (src / "tinypkg").mkdir(parents=True)
+    (src / "tinypkg" / "__init__.py").write_text("VALUE = 1\n")
+    (src / "backend.py").write_text(_BACKEND)
+    (src / "pyproject.toml").write_text('[build-system]\nrequires = []\nbuild-backend = "backend"\n'
+                                        'backend-path = ["."]\n')
+    (src / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: tinypkg\nVersion: 1.0\n")
+    page = root / "simple" / "tinypkg"
+    page.mkdir(parents=True)
+    sdist = page / "tinypkg-1.0.tar.gz"
+    with tarfile.open(sdist, "w:gz") as t:
+        t.add(src, arcname="tinypkg-1.0")
+    sha = hashlib.sha256(sdist.read_bytes()).hexdigest()
+    (page / "index.html").write_text(f'<a href="tinypkg-1.0.tar.gz#sha256={sha}">tinypkg-1.0.tar.gz</a>\n')
+    return (root / "simple").as_uri()
+
+
+@pytest.fixture
+def pip_index(tmp_path, monkeypatch):
+    """pip configured only through its own variables, with a local index: no coderun setting at all."""
+    monkeypatch.setenv("PIP_CONFIG_FILE", "/dev/null")
+    for var in ("PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_NO_INDEX"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PIP_INDEX_URL", _local_index(tmp_path / "index"))
+
+
+def test_pypi_sdist_comes_through_pips_own_configuration(tmp_path, settings, pip_index):
+    m = manifest('name: tinypkg\nsource: {pypi: "tinypkg==1.0"}\npython: "3.11"\n', tmp_path / "m.yaml")
+    co = checkout(m, settings)
+    assert co.kind == "pypi" and (co.path / "tinypkg" / "__init__.py").read_text() == "VALUE = 1\n"
+    assert [p.name for p in settings.sdist_cache.iterdir()] == ["tinypkg-1.0.tar.gz"]
+    assert checkout(m, settings).commit == co.commit
+
+
+def test_pypi_sdist_missing_from_the_configured_index_is_clear(tmp_path, settings, pip_index):
+    m = manifest('name: tinypkg\nsource: {pypi: "tinypkg==2.0"}\npython: "3.11"\n', tmp_path / "m.yaml")
+    with pytest.raises(SourceError, match="no sdist of tinypkg==2.0 from pip's package index") as e:
+        checkout(m, settings)
+    assert "pip config list" in e.value.hint

@@ -7,14 +7,14 @@ import json
 import re
 import warnings
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
 from coderun.errors import TaskError
 from coderun.runner.splice import SpliceErrorKind, blank_body, splice
+from tests.helpers import CODEREVAL_DATA
 
-CODEREVAL = Path("/work/shared/codereval")
+CODEREVAL = CODEREVAL_DATA
 
 ORIGINAL = '''#!/usr/bin/env python
 """Module docstring."""

@@ -38,7 +38,7 @@ class BaseStrategy(str, Enum):
 
 @dataclass(frozen=True)
 class RootfsRecipe:
-    mirror: str
+    mirror: str | None  # None: debootstrap's own default
     variant: str
     packages: tuple[str, ...]
     suites: dict[str, str]  # python "X.Y" -> Debian suite
@@ -50,7 +50,8 @@ class RootfsRecipe:
         path = dockerlib.recipe_path("rootfs.yaml")
         try:
             data = yaml.safe_load(path.read_text())
-            return cls(mirror=data["mirror"], variant=data["variant"], packages=tuple(data["packages"]),
+            mirror = os.environ.get("CODERUN_DEBIAN_MIRROR") or data.get("mirror") or None
+            return cls(mirror=mirror, variant=data["variant"], packages=tuple(data["packages"]),
                        suites={str(k): str(v) for k, v in data["suites"].items()},
                        glibc={str(k): str(v) for k, v in data["glibc"].items()},
                        pull_glibc=str(data["pull_glibc"]))
@@ -189,7 +190,8 @@ def _rootfs_key(python: str, apt: tuple[str, ...]) -> tuple[str, str, tuple[str,
     recipe = RootfsRecipe.load()
     suite = _rootfs_suite(python)
     packages = tuple(dict.fromkeys((*recipe.packages, *sorted(apt))))
-    key = dockerlib.content_hash(suite, recipe.mirror, recipe.variant, ",".join(packages))
+    # The mirror is not part of the key: a suite's packages are the same from any mirror.
+    key = dockerlib.content_hash(suite, recipe.variant, ",".join(packages))
     return suite, key, packages
 
 
@@ -244,7 +246,7 @@ def rootfs_tarball(suite: str, key: str, packages: tuple[str, ...], settings: Se
     shutil.rmtree(root, ignore_errors=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     cmd = ["debootstrap", f"--variant={recipe.variant}", f"--include={','.join(packages)}", suite,
-           str(root), recipe.mirror]
+           str(root), *([recipe.mirror] if recipe.mirror else [])]
     try:
         _run_streaming(cmd, log, f"debootstrap {suite}", console)
         _slim(root)
@@ -262,7 +264,8 @@ def _run_streaming(cmd: list[str], log: Path, title: str, console: Console) -> N
     log.unlink(missing_ok=True)  # one log per attempt
     try:
         dockerlib.run_logged(cmd, log, title=title, console=console,
-                             hint="debootstrap downloads from the Debian mirror in images/rootfs.yaml")
+                             hint="debootstrap downloads from its default Debian mirror, or from "
+                                  "CODERUN_DEBIAN_MIRROR when set")
     except EnvironmentBuildError:
         console.print(f"[red]✗[/] {title} ({time.monotonic() - started:.1f}s)")
         raise

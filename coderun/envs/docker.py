@@ -219,7 +219,7 @@ def wheelhouse(plan: ImagePlan, tree: Path, settings: Settings, console: Console
     log.unlink(missing_ok=True)
     # --use-pep517: an sdist without pyproject.toml still builds in an isolated env with `wheel`
     # (a legacy `setup.py bdist_wheel` fails when the host interpreter lacks it); pip_args may override.
-    cmd = [str(python), "-m", "pip", "wheel", "--wheel-dir", str(out), "--index-url", settings.pypi_url,
+    cmd = [str(python), "-m", "pip", "wheel", "--wheel-dir", str(out),
            "--use-pep517", *plan.manifest.install.pip_args, *pip_requirements(plan.manifest, tree)]
     with tempfile.TemporaryDirectory(prefix="coderun-manylinux-") as policy:
         env = {**_host_env(python), "PYTHONPATH": _manylinux_policy(Path(policy), plan.base.glibc)}
