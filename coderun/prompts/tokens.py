@@ -49,5 +49,5 @@ def get_tokenizer(name: str = "auto") -> Tokenizer:
         from coderun.errors import UsageError
 
         raise UsageError(f"tokenizer {name!r} is not available: {e}",
-                         hint="pip install tiktoken (with its encoding cached), or use --tokenizer approx") from None
+                         hint="pip install 'coderun[tiktoken]' (with its encoding cached), or use --tokenizer approx") from None
     return Tokenizer(f"tiktoken:{encoding}", lambda text: len(enc.encode(text, disallowed_special=())))
