@@ -350,3 +350,31 @@ def test_every_codegen_sample_of_codereval_splices_or_is_a_syntax_failure():
     print("\nsplice over CodeGen raw samples:", dict(counts))
     assert sum(counts.values()) == 2297
     assert counts["ok"] > 1800
+
+
+STACKED = '''def experimental(note):
+    def wrap(f):
+        return f
+    return wrap
+
+
+class Conn:
+    def __init__(self, url):
+        self.url = url
+
+    @classmethod
+    @experimental("new in 2.0")
+    def open(cls, url):
+        return cls(url)
+'''
+
+
+def test_stacked_classmethod_from_its_column_keeps_every_decorator():
+    """A task's source starts where its first decorator does: only that line lost its indentation."""
+    source = STACKED[STACKED.index("@classmethod"):]
+    assert source.startswith("@classmethod\n    @experimental")
+    result = splice(STACKED, "Conn.open", source)
+    assert result.ok and result.new_source == STACKED
+    assert run(result.new_source)["Conn"].open("bolt://x").url == "bolt://x"
+    changed = splice(STACKED, "Conn.open", source.replace("cls(url)", "cls(url + '/db')"))
+    assert run(changed.new_source)["Conn"].open("bolt://x").url == "bolt://x/db"

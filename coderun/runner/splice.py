@@ -330,6 +330,9 @@ def extract_code(text: str, name: str, python: tuple[int, int] | None = None) ->
     tree = _parses(text, python)
     if tree is not None and _ast_defines(tree, name):
         return text, []
+    copied = _indent_first_as_next(text)
+    if copied is not None and (tree := _parses(copied, python)) is not None and _ast_defines(tree, name):
+        return copied, ["indented the first line as the lines after it (a definition copied from its column)"]
     blocks = fenced_blocks(text, name)
     for block in blocks:
         try:
@@ -353,6 +356,19 @@ def _dedent_first(code: str) -> str:
     if not prefix:
         return code
     return "\n".join(ln[len(prefix):] if ln.startswith(prefix) else ln for ln in lines)
+
+
+def _indent_first_as_next(code: str) -> str | None:
+    """`@classmethod\n    @other\n    def f(cls):` -- a decorated method copied from the column where it
+    starts, so that only its first line lost the indentation -- dedented as a whole; None when the
+    first line is not like that."""
+    lines = code.split("\n")
+    rows = [i for i, ln in enumerate(lines) if ln.strip()]
+    if len(rows) < 2 or lines[rows[0]][:1].isspace() or not lines[rows[1]][:1].isspace():
+        return None
+    second = lines[rows[1]]
+    lines[rows[0]] = second[: len(second) - len(second.lstrip())] + lines[rows[0]]
+    return _dedent_first("\n".join(lines))
 
 
 def _line_starts(code: str, predicate) -> list[int]:
