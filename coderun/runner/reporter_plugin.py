@@ -57,7 +57,7 @@ _MAX_LINES = 40
 _phases: dict[str, dict[str, object]] = {}
 _snapshot: dict[str, object] = {}
 _plugins_after_collection: set[int] | None = None
-_plugins_at_configure: set[int] = set()
+_plugins_before_session: set[int] = set()
 _timed_out: set[str] = set()
 _config = None
 
@@ -151,10 +151,9 @@ def _check_tampering(config, where: str) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config):
-    """After every other plugin's configure: what is registered now is pytest's and the project's."""
-    global _config, _plugins_at_configure
+    """After (nearly) every other plugin's configure: the watched machinery is taken as it is now."""
+    global _config
     _config = config
-    _plugins_at_configure = {id(p) for p in config.pluginmanager.get_plugins()}
     _snapshot.update(_watched())
     _emit("start", pid=os.getpid(), python=sys.version.split()[0], pytest=pytest.__version__,
           timeout=_TIMEOUT, rootdir=str(getattr(config, "rootpath", None) or config.rootdir))
@@ -204,6 +203,16 @@ def pytest_collection_modifyitems(session, config, items):
     items[:] = selected
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session):
+    """Every plugin's configure has run: what is registered now came with the environment. An installed
+    plugin may register more objects in a configure that runs after ours (pytest-benchmark registers its
+    session in a trylast configure too), so the line is drawn here, not at our configure. A sample's code
+    could run this early only from a conftest the project loads first, as before."""
+    global _plugins_before_session
+    _plugins_before_session = {id(p) for p in session.config.pluginmanager.get_plugins()}
+
+
 def pytest_collectreport(report):
     if report.failed:
         _emit("collect_error", nodeid=report.nodeid, message=_trim(report))
@@ -217,7 +226,7 @@ def pytest_collection_finish(session):
     plugins = pm.get_plugins()
     _plugins_after_collection = {id(p) for p in plugins}
     added = [{"name": str(pm.get_name(p)), "module": _module_of(p), "file": str(getattr(p, "__file__", "") or "")}
-             for p in plugins if id(p) not in _plugins_at_configure and not _is_pytest_own(p)]
+             for p in plugins if id(p) not in _plugins_before_session and not _is_pytest_own(p)]
     _emit("collected", nodeids=[item.nodeid for item in session.items], plugins=added)
 
 

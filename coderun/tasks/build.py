@@ -19,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from coderun.config import Settings
 from coderun.envs.local import LocalEnv, build_local_env, find_local_env, load_baseline
-from coderun.errors import SandboxError
+from coderun.errors import SandboxError, TaskError
 from coderun.manifest import Manifest
 from coderun.records import Level, Record, Task, TaskStatus
 from coderun.tasks import store
@@ -177,6 +177,7 @@ def _runner(manifest: Manifest, settings: Settings, backend: str, env: LocalEnv,
 
     from coderun.runner.evaluate import project_sandbox_spec
     from coderun.runner.execute import run_sample
+    from coderun.runner.grade import tampered_machinery
     from coderun.runner.sandbox import create_sandbox
     from coderun.runner.sandbox.local import UntrustedCodeWarning
     from coderun.testrun import test_env
@@ -198,6 +199,12 @@ def _runner(manifest: Manifest, settings: Settings, backend: str, env: LocalEnv,
                         log_path=logs / f"run-{next(counter):05d}.log")
         if ev.infra_error:
             raise SandboxError(f"{manifest.name}: the sandbox failed while verifying tasks: {ev.infra_error}")
+        machinery = tampered_machinery(ev.tampering)
+        if machinery:  # evaluation would grade every sample of this run as tampering: say so now
+            raise TaskError(f"{manifest.name}: running the project's own code trips coderun's tampering check "
+                            f"({'; '.join(machinery)}); every sample would fail as tampering",
+                            hint=f"see {ev.log_path}; this is the environment (a test dependency hooking pytest "
+                                 "the way a sample would), so please report it with the log")
         return {t.nodeid: t.outcome for t in ev.outcomes}
 
     with warnings.catch_warnings():
