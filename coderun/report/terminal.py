@@ -28,7 +28,7 @@ def new_table(title: str | None = None) -> Table:
 
 
 def cell_width(cell: Any) -> int:
-    text = cell if isinstance(cell, Text) else Text.from_markup(cell) if isinstance(cell, str) else Text(str(cell))
+    text = _text(cell)
     return max((len(line) for line in text.plain.splitlines()), default=0)
 
 
@@ -88,3 +88,24 @@ def print_wide(console: Console, renderable: Any) -> None:
         console.print(renderable)
     finally:
         console._width = detected
+
+
+def table_or_stacked(header: Sequence[str], rows: Sequence[Sequence[Any]], last: str, values: Sequence[str], *,
+                     title: str | None = None, left: Iterable[int] = (0,), fold: Iterable[int] = (0,),
+                     label: str | None = None) -> Fit:
+    """`rows` with a last column `last` when that fits the terminal; else each row's value of it on a dim line
+    of its own under the row's first cell (`  label: value`, label defaulting to `last`)."""
+    left, fold = set(left), set(fold)
+    one = make_table([*header, last], [[*r, v] for r, v in zip(rows, values, strict=True)], title=title,
+                     left=left, fold=fold | {len(header)})
+    under = [[_text(r[0]) + (Text(f"\n  {label or last}: ", style="dim") + _text(v, "dim") if v else Text()), *r[1:]]
+             for r, v in zip(rows, values, strict=True)]
+    return Fit(one, make_table(header, under, title=title, left=left, fold=fold | {0}))
+
+
+def _text(cell: Any, style: str = "") -> Text:
+    if isinstance(cell, Text):
+        return cell
+    text = Text.from_markup(cell) if isinstance(cell, str) else Text(str(cell))
+    text.stylize(style)
+    return text
