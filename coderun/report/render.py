@@ -211,7 +211,7 @@ def _rich_run(r: RunReport, wide: bool) -> list[Any]:
     if hidden:
         notes.append(Text(f"Columns without values are not shown ({', '.join(hidden)}); --wide shows every "
                           "column.", style="dim"))
-    return [scores, Text(""), f, *notes, Text("")]
+    return [scores, Text(""), f, *([Text(""), *notes] if notes else []), Text("")]
 
 
 def _rich_side_by_side(reports: Sequence[RunReport], wide: bool) -> Any:
