@@ -27,6 +27,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console, Group
@@ -50,6 +51,7 @@ from coderun.prompts.records import variant_name
 from coderun.records import Level, Task, VerdictKind
 from coderun.report.aggregate import Comparison, RunReport, build_report, compare
 from coderun.report.render import pct
+from coderun.report.terminal import make_table
 from coderun.runner.evaluate import EvalRequest, execute, start_run
 from coderun.runner.metrics import UnderK
 from coderun.runner.store import DB_NAME, Result, RunStore, new_run_id
@@ -480,13 +482,11 @@ def to_rich(c: AblationComparison) -> Group:
 
 
 def _grouped_table(title: str, header: list[str], rows: list[list[str]]) -> Table:
-    table = Table(title=title, title_justify="left")
-    for i, col in enumerate(header):
-        table.add_column(col, justify="left" if i == 0 else "right", no_wrap=i == 0 or col == "95% CI")
+    out: list[list[Any]] = []
     group = None
     for row in rows:
         if row[0] != group:
             group = row[0]
-            table.add_row(Text(group, style="bold"), *([""] * (len(header) - 1)))
-        table.add_row("  " + row[1], *row[2:])
-    return table
+            out.append([Text(group, style="bold"), *([""] * (len(header) - 1))])
+        out.append(["  " + row[1], *row[2:]])
+    return make_table(header, out, title=title, fold=(0,))

@@ -22,6 +22,8 @@ ProjectsDirOption = typer.Option(
     None, "--projects", help="Directory of user manifests, besides the built-in ones (repeatable; "
     "also CODERUN_PROJECTS, a path list).")
 JsonOption = typer.Option(False, "--json", help="Machine-readable output.")
+WideOption = typer.Option(False, "--wide", help="Every column in one table, even the empty ones, at its full "
+                          "width (lines wider than the terminal wrap; `| less -S` keeps them whole).")
 
 
 class CoderunGroup(TyperGroup):
@@ -38,6 +40,16 @@ class CoderunGroup(TyperGroup):
 def _print_error(e: CoderunError, prefix: str = "") -> None:
     err_console.print(f"[bold red]error:[/] {prefix}", end="", highlight=False)
     err_console.print(str(e), markup=False, highlight=False)
+
+
+def print_table(to: Console, renderable: Any, wide: bool = False) -> None:
+    """A report's tables: fitted to the terminal, or with `--wide` at their natural width."""
+    from coderun.report.terminal import print_wide
+
+    if wide:
+        print_wide(to, renderable)
+    else:
+        to.print(renderable)
 
 
 def settings(project_dirs: list[Path] | None = None) -> Settings:

@@ -6,13 +6,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-from rich.table import Table
 
 from coderun.cli._common import JsonOption, ProjectsDirOption, console, err_console, print_json, settings
 from coderun.envs.local import find_local_env
 from coderun.errors import UsageError
 from coderun.manifest import find_manifest
+from coderun.report.terminal import table_or_stacked
 from coderun.sources import checkout
 
 if TYPE_CHECKING:
@@ -67,13 +68,14 @@ def _select(result: ProjectAnalysis, function: str | None) -> list[FunctionInfo]
 
 
 def _table(name: str, result: ProjectAnalysis, functions: list[FunctionInfo], python: Path | None) -> None:
-    table = Table(title=f"{name}: {len(functions)} functions", title_justify="left")
-    for col in ("function", "line", "level", "depends on (beyond builtins)"):
-        table.add_column(col, overflow="fold")
+    rows: list[tuple[list[str], str]] = []
     for f in functions:
         deps = ", ".join(f"{r.name} [dim]({r.kind.value})[/]" for r in f.references if r.kind.value != "builtin")
-        table.add_row(f.key, str(f.lineno), f.level.value, deps or "[dim]-[/]")
-    console.print(table)
+        rows.append(([escape(f.key), str(f.lineno), f.level.value], deps or "[dim]-[/]"))
+    console.print(table_or_stacked(["function", "line", "level"], [r for r, _ in rows],
+                                   "depends on (beyond builtins)", [d for _, d in rows],
+                                   title=f"{name}: {len(functions)} functions", left=(0, 2),
+                                   label="depends on"))
     counts: dict[str, int] = {}
     for f in functions:
         counts[f.level.value] = counts.get(f.level.value, 0) + 1

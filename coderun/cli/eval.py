@@ -9,7 +9,16 @@ from pathlib import Path
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from coderun.cli._common import JsonOption, ProjectsDirOption, console, err_console, print_json, settings
+from coderun.cli._common import (
+    JsonOption,
+    ProjectsDirOption,
+    WideOption,
+    console,
+    err_console,
+    print_json,
+    print_table,
+    settings,
+)
 from coderun.errors import UsageError
 from coderun.records import Level, VerdictKind
 from coderun.runner.evaluate import EvalRequest, RunSummary, execute, start_run
@@ -54,6 +63,7 @@ def eval_command(
     label: str = typer.Option("", "--label", help="Name shown in reports."),
     projects_dir: list[Path] = ProjectsDirOption,
     as_json: bool = JsonOption,
+    wide: bool = WideOption,
 ) -> None:
     """Splice samples into their projects, run the mapped tests in a sandbox, grade, report."""
     s = settings(projects_dir)
@@ -72,7 +82,7 @@ def eval_command(
     summary = _execute(store, s, jobs if resume else None)
     for note in summary.problems:  # samples that fell back from the workers executor to the naive one
         err_console.print(note, style="yellow", soft_wrap=True, markup=False, highlight=False)
-    _finish(store, ks, under_k, summary, as_json)
+    _finish(store, ks, under_k, summary, as_json, wide, s.runs)
 
 
 def _start(s, samples, ground_truth, blank, project, level, backend, jobs, include_weak, run_dir, label,
@@ -156,7 +166,8 @@ def _execute(store: RunStore, s, jobs: int | None) -> RunSummary:
         return execute(store, s, jobs=jobs, progress=tick)
 
 
-def _finish(store: RunStore, ks: list[int], under_k: UnderK, summary: RunSummary, as_json: bool) -> None:
+def _finish(store: RunStore, ks: list[int], under_k: UnderK, summary: RunSummary, as_json: bool,
+            wide: bool = False, runs: Path | None = None) -> None:
     from coderun.report.aggregate import build_report
     from coderun.report.render import to_json, to_markdown, to_rich
 
@@ -166,5 +177,13 @@ def _finish(store: RunStore, ks: list[int], under_k: UnderK, summary: RunSummary
     if as_json:
         print_json({"run_dir": str(store.path), "executed": summary.executed, "problems": summary.problems})
         return
-    console.print(to_rich([report], []))
-    console.print(f"run folder: {store.path}  (report: coderun report {store.path})", soft_wrap=True)
+    print_table(console, to_rich([report], [], wide=wide), wide)
+    console.print(f"run folder: {store.path}", soft_wrap=True)
+    console.print(f"report: coderun report {_run_ref(store.path, runs)}", soft_wrap=True)
+
+
+def _run_ref(run_dir: Path, runs: Path | None) -> str:
+    """The run id when the folder is under $CODERUN_HOME/runs (what `coderun report` takes), else the path."""
+    if runs is not None and run_dir.resolve().parent == runs.resolve():
+        return run_dir.name
+    return str(run_dir)

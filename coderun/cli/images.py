@@ -7,7 +7,7 @@ from pathlib import Path
 
 import docker.errors
 import typer
-from rich.table import Table
+from rich.markup import escape
 
 from coderun.cli._common import (
     JsonOption,
@@ -22,6 +22,7 @@ from coderun.envs import dockerlib
 from coderun.envs.base_image import BaseStrategy, build_base_image
 from coderun.errors import UsageError
 from coderun.manifest import find_manifest
+from coderun.report.terminal import table_or_stacked
 
 app = typer.Typer(no_args_is_help=True, help="Docker images: one per project, built offline, layered.")
 
@@ -100,12 +101,11 @@ def list_images(as_json: bool = JsonOption) -> None:
     if as_json:
         print_json(rows)
         return
-    table = Table("layer", "project", "python", "size MB", "created (UTC)")
-    table.add_column("image", overflow="fold")
-    for r in rows:
-        table.add_row(r["layer"], r["project"], r["python"], f"{r['size_mb']:.1f}", r["created"][:16],
-                      "\n".join(r["tags"]) or f"<untagged {r['id']}>")
-    console.print(table)
+    console.print(table_or_stacked(["layer", "project", "python", "size MB", "created (UTC)"],
+                                   [[r["layer"], r["project"], r["python"], f"{r['size_mb']:.1f}", r["created"][:16]]
+                                    for r in rows],
+                                   "image", [escape(", ".join(r["tags"]) or f"<untagged {r['id']}>") for r in rows],
+                                   left=(0, 1, 2, 4)))
 
 
 def _superseded(rows: list[dict]) -> list[dict]:

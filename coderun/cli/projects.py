@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.table import Table
+from rich.markup import escape
 
 from coderun.cli._common import JsonOption, ProjectsDirOption, console, err_console, print_json, settings
 from coderun.errors import ManifestError
 from coderun.manifest import find_manifest, load_manifest, manifest_files
+from coderun.report.terminal import table_or_stacked
 from coderun.sources import describe_source
 
 app = typer.Typer(no_args_is_help=True, help="Project manifests: the repositories a benchmark runs in.")
@@ -31,11 +32,14 @@ def list_projects(projects_dir: list[Path] = ProjectsDirOption, as_json: bool = 
     if as_json:
         print_json(rows)
         return
-    table = Table("name", "python", "source", "listed tasks", "manifest")
-    for r in rows:
-        table.add_row(r["name"], r["python"], r["source"] or f"[red]invalid: {r['error']}[/]",
-                      str(r["tasks"]), r["file"])
-    console.print(table)
+    folders = list(dict.fromkeys(str(Path(r["file"]).parent) for r in rows))
+    console.print(table_or_stacked(["name", "python", "source", "tasks"],
+                                   [[r["name"], r["python"], r["source"] or f"[red]invalid: {escape(r['error'])}[/]",
+                                     str(r["tasks"])] for r in rows],
+                                   "manifest", [escape(Path(r["file"]).name if len(folders) == 1 else r["file"])
+                                                for r in rows], left=(0, 1), fold=(2,)))
+    if len(folders) == 1:  # the file names above, the folder once
+        console.print(f"[dim]manifests in {escape(folders[0])}[/]", soft_wrap=True)
 
 
 @app.command("show")

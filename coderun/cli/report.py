@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from coderun.cli._common import console, err_console, settings
+from coderun.cli._common import WideOption, console, err_console, print_table, settings
 from coderun.errors import UsageError
 from coderun.report import build_report, compare
 from coderun.report.render import per_sample_json, to_json, to_markdown, to_rich
@@ -32,6 +32,7 @@ def report(
                                    "sample passed), or pad missing samples as failures up to the largest k."),
     per_sample: bool = typer.Option(False, "--per-sample", help="One JSON object per sample (with --format json)."),
     output: Path | None = typer.Option(None, "-o", "--output", help="Write to this file instead of stdout."),
+    wide: bool = WideOption,
 ) -> None:
     """Report pass@k per level, standalone vs non-standalone, Acc@k and failure classes."""
     ks = parse_ks(k)
@@ -55,12 +56,12 @@ def report(
         text = to_html(reports, comparisons, output)
     else:
         if output is None:
-            console.print(to_rich(reports, comparisons))
+            print_table(console, to_rich(reports, comparisons, wide=wide), wide)
             return
         with output.open("w", encoding="utf-8") as fh:
             from rich.console import Console
 
-            Console(file=fh, width=160).print(to_rich(reports, comparisons))
+            print_table(Console(file=fh, width=160), to_rich(reports, comparisons, wide=wide), wide)
         err_console.print(f"wrote {output}")
         return
     if output is None:

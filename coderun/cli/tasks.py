@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
 from coderun.cli._common import JsonOption, ProjectsDirOption, console, print_json, settings
 from coderun.errors import UsageError
 from coderun.manifest import find_manifest
+from coderun.report.terminal import table_or_stacked
 from coderun.tasks import TaskBuildReport, build_tasks, load_tasks
 from coderun.tasks.store import export_jsonl
 
@@ -68,12 +68,9 @@ def list_(project: str = typer.Option(None, "--project", help="Only this project
         for t in tasks:
             print_json(t.model_dump(mode="json", include=set(_LIST_FIELDS)))
         return
-    table = Table()
-    for col in ("task", "level", "status", "tests", "aliases"):
-        table.add_column(col)
-    for t in tasks:
-        table.add_row(t.task_id, t.level.value, t.status.value, str(len(t.tests)), ", ".join(t.aliases))
-    console.print(table)
+    console.print(table_or_stacked(["task", "level", "status", "tests"],
+                                   [[t.task_id, t.level.value, t.status.value, str(len(t.tests))] for t in tasks],
+                                   "aliases", [", ".join(t.aliases) for t in tasks], left=(0, 1, 2)))
     console.print(f"{len(tasks)} tasks")
 
 

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 
 from coderun.report.aggregate import Comparison, GroupStats, RunReport, sample_rows
+from coderun.report.terminal import EMPTY, Fit, drop_columns, empty_columns, make_table
 from coderun.runner.metrics import CONTEXT_KINDS
 from coderun.runner.taxonomy import Primary
 
@@ -18,7 +18,7 @@ FAILURE_ORDER = [p.value for p in Primary if p is not Primary.INFRASTRUCTURE]
 
 
 def pct(value: float | None) -> str:
-    return "–" if value is None else f"{100 * value:.2f}"
+    return EMPTY if value is None else f"{100 * value:.2f}"
 
 
 def group_rows(report: RunReport) -> list[tuple[str, GroupStats]]:
@@ -144,69 +144,100 @@ def _md_comparison(c: Comparison) -> list[str]:
 
 # ---------------------------------------------------------------------------------- rich tables
 
-def to_rich(reports: Sequence[RunReport], comparisons: Sequence[Comparison]) -> Group:
+def to_rich(reports: Sequence[RunReport], comparisons: Sequence[Comparison], wide: bool = False) -> Group:
+    """Tables for the terminal. By default the columns without any value are left out and each table takes
+    the layout that fits the terminal (one table, or pass@k and Acc@k stacked); `wide` gives every column in
+    one table, to print at its natural width (`terminal.print_wide`)."""
     parts: list[Any] = []
     for r in reports:
-        parts += _rich_run(r)
+        parts += _rich_run(r, wide)
     if len(reports) > 1:
-        parts.append(_rich_side_by_side(reports))
+        parts.append(_rich_side_by_side(reports, wide))
     for c in comparisons:
         parts += _rich_comparison(c)
     return Group(*parts)
 
 
-def _rich_run(r: RunReport) -> list[Any]:
+BOLD_GROUPS = ("overall", "standalone", "non_standalone")
+
+
+def _score_columns(r: RunReport) -> tuple[list[str], list[list[str]], list[str], list[list[str]]]:
+    """(header, rows) of pass@k and of Acc@k, groups in the first column (Acc@k: empty when unavailable)."""
     ks = [str(k) for k in r.ks]
-    t = Table(title=f"{r.label} — pass@k and Acc@k (%)", title_justify="left")
-    for col in ("group", "tasks", "samples", *(f"pass@{k}" for k in ks)):
-        t.add_column(col, justify="left" if col == "group" else "right")
-    with_acc = r.overall.acc_at_k is not None
-    if with_acc:
-        for col in (*(f"acc@{k}" for k in ks), *(f"{kind}@{ks[-1]}" for kind in CONTEXT_KINDS)):
-            t.add_column(col, justify="right", style="cyan")
-    for name, g in group_rows(r):
-        cells = [name, str(g.tasks), str(g.samples), *(pct(g.pass_at_k[k]) for k in ks)]
-        if with_acc:
-            acc = g.acc_at_k
-            cells += [pct(acc[k].overall) if acc else "–" for k in ks]
-            cells += [pct(getattr(acc[ks[-1]], kind)) if acc else "–" for kind in CONTEXT_KINDS]
-        t.add_row(*cells, style="bold" if name in ("overall", "standalone", "non_standalone") else None)
-    f = Table(title="failures (samples)", title_justify="left")
-    for col in ("group", "pass", *FAILURE_ORDER, "infra"):
-        f.add_column(col, justify="left" if col == "group" else "right")
-    for name, g in group_rows(r):
-        f.add_row(name, str(g.passed), *(str(g.failures.get(x, 0)) for x in FAILURE_ORDER),
-                  Text(str(g.infra), style="red" if g.infra else ""))
+    groups = group_rows(r)
+    p_head = ["group", "tasks", "samples", *(f"pass@{k}" for k in ks)]
+    p_rows = [[name, str(g.tasks), str(g.samples), *(pct(g.pass_at_k[k]) for k in ks)] for name, g in groups]
+    if r.overall.acc_at_k is None:
+        return p_head, p_rows, [], []
+    a_head = ["group", *(f"acc@{k}" for k in ks)]
+    a_rows = [[name, *(pct(g.acc_at_k[k].overall) if g.acc_at_k else EMPTY for k in ks)] for name, g in groups]
+    # the recall per kind of name at the largest k that has values (Markdown: at the largest k)
+    with_values = [k for i, k in enumerate(ks) if any(row[1 + i] != EMPTY for row in a_rows)]
+    kk = with_values[-1] if with_values else ks[-1]
+    a_head += [f"{kind}@{kk}" for kind in CONTEXT_KINDS]
+    for row, (_, g) in zip(a_rows, groups, strict=True):
+        row += [pct(getattr(g.acc_at_k[kk], kind)) if g.acc_at_k else EMPTY for kind in CONTEXT_KINDS]
+    return p_head, p_rows, a_head, a_rows
+
+
+def _rich_run(r: RunReport, wide: bool) -> list[Any]:
+    p_head, p_rows, a_head, a_rows = _score_columns(r)
+    styles = ["bold" if row[0] in BOLD_GROUPS else None for row in p_rows]
+    has_acc = bool(a_head)
+    hidden: list[str] = []
+    if not wide:
+        p_drop, a_drop = empty_columns(p_rows, 3), empty_columns(a_rows, 1)
+        hidden = [p_head[i] for i in sorted(p_drop)] + [a_head[i] for i in sorted(a_drop)]
+        p_head, p_rows = drop_columns(p_head, p_rows, p_drop)
+        a_head, a_rows = drop_columns(a_head, a_rows, a_drop)
+    with_acc = len(a_head) > 1
+    title = f"{r.label} — pass@k and Acc@k (%)" if with_acc else f"{r.label} — pass@k (%)"
+    one = make_table(p_head + a_head[1:], [p + a[1:] for p, a in zip(p_rows, a_rows, strict=True)]
+                     if with_acc else p_rows, title=title, styles=styles)
+    if wide or not with_acc:
+        scores: Any = one
+    else:
+        scores = Fit(one, Group(make_table(p_head, p_rows, title=f"{r.label} — pass@k (%)", styles=styles),
+                                Text(""),
+                                make_table(a_head, a_rows, title=f"{r.label} — Acc@k (%)", styles=styles)))
+    groups = group_rows(r)
+    f = make_table(["group", "pass", *FAILURE_ORDER, "infra"],
+                   [[name, str(g.passed), *(str(g.failures.get(x, 0)) for x in FAILURE_ORDER),
+                     Text(str(g.infra), style="red" if g.infra else "")] for name, g in groups],
+                   title="failures (samples)", styles=styles)
     notes = [Text(line, style="dim") for line in _notes(r) if line]
-    if not with_acc:
+    if not has_acc:
         notes.append(Text(r.acc_note or "Acc@k unavailable", style="dim"))
-    return [t, f, *notes, Text("")]
+    if hidden:
+        notes.append(Text(f"Columns without values are not shown ({', '.join(hidden)}); --wide shows every "
+                          "column.", style="dim"))
+    return [scores, Text(""), f, *([Text(""), *notes] if notes else []), Text("")]
 
 
-def _rich_side_by_side(reports: Sequence[RunReport]) -> Table:
+def _rich_side_by_side(reports: Sequence[RunReport], wide: bool) -> Any:
     ks = [str(k) for k in reports[0].ks]
-    t = Table(title="side by side (pass@k %)", title_justify="left")
-    t.add_column("group")
-    for r in reports:
-        for k in ks:
-            t.add_column(f"{r.label}\npass@{k}", justify="right")
     names = list(dict.fromkeys(name for r in reports for name, _ in group_rows(r)))
-    for name in names:
-        row = [name]
-        for r in reports:
-            g = dict(group_rows(r)).get(name)
-            row += [pct(g.pass_at_k[k]) if g else "–" for k in ks]
-        t.add_row(*row)
-    return t
+    by_run = [dict(group_rows(r)) for r in reports]
+    cells = {(name, i, k): pct(g[name].pass_at_k[k]) if name in g else EMPTY
+             for name in names for i, g in enumerate(by_run) for k in ks}
+    if not wide:
+        ks = [k for k in ks if any(cells[name, i, k] != EMPTY for name in names for i in range(len(reports)))]
+    one = make_table(["group", *(f"{r.label}\npass@{k}" for r in reports for k in ks)],
+                     [[name, *(cells[name, i, k] for i in range(len(reports)) for k in ks)] for name in names],
+                     title="side by side (pass@k %)")
+    if wide:
+        return one
+    per_k = [make_table(["group", *(r.label for r in reports)],
+                        [[name, *(cells[name, i, k] for i in range(len(reports)))] for name in names],
+                        title=f"side by side: pass@{k} (%)") for k in ks]
+    return Fit(one, Group(*(part for t in per_k for part in (t, Text(""))))) if per_k else one
 
 
 def _rich_comparison(c: Comparison) -> list[Any]:
-    t = Table(title=f"{c.b} − {c.a} (points, paired bootstrap 95% CI)", title_justify="left")
-    for col in ("k", "tasks", "A", "B", "delta", "95% CI", "p"):
-        t.add_column(col, justify="right")
-    for d in c.deltas:
-        t.add_row(str(d.k), str(d.tasks), pct(d.a), pct(d.b), f"{100 * d.delta:+.2f}",
-                  f"[{100 * d.lo:+.2f}, {100 * d.hi:+.2f}]", f"{d.p_value:.3g}")
+    t = make_table(["k", "tasks", "A", "B", "delta", "95% CI", "p"],
+                   [[str(d.k), str(d.tasks), pct(d.a), pct(d.b), f"{100 * d.delta:+.2f}",
+                     f"[{100 * d.lo:+.2f}, {100 * d.hi:+.2f}]", f"{d.p_value:.3g}"] for d in c.deltas],
+                   title=f"{c.b} − {c.a} (points, paired bootstrap 95% CI)", left=())
     flips = Text(f"solved in {c.a} only: {len(c.solved_in_a_not_b)}; solved in {c.b} only: "
                  f"{len(c.solved_in_b_not_a)}")
     return [t, flips, Text("")]
