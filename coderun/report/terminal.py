@@ -82,12 +82,10 @@ def print_wide(console: Console, renderable: Any) -> None:
     """Print at the renderable's natural width, wider than the terminal if need be (`--wide`): lines longer
     than the terminal wrap there, or read them with `less -S`; no value is cut."""
     natural = Measurement.get(console, console.options.update_width(10_000), renderable).maximum
-    detected = console._width  # None: the terminal's width, asked again at each print
-    console.width = max(console.width, natural)  # print(width=) can narrow the output, not widen it
-    try:
-        console.print(renderable)
-    finally:
-        console._width = detected
+    # print(width=) can narrow the output, not widen it: a console of that width on the same stream can.
+    wide = Console(file=console.file, width=max(console.width, natural), color_system=console.color_system,
+                   force_terminal=console.is_terminal, no_color=console.no_color, highlight=False)
+    wide.print(renderable)
 
 
 def table_or_stacked(header: Sequence[str], rows: Sequence[Sequence[Any]], last: str, values: Sequence[str], *,
