@@ -28,7 +28,16 @@ from pathlib import Path
 from coderun.config import Settings
 from coderun.errors import SandboxError, StoreError, TaskError, UsageError
 from coderun.manifest import Manifest, find_manifest
-from coderun.records import Evidence, Level, ProjectEnvironment, RunEnvironment, Task, Verdict, VerdictKind
+from coderun.records import (
+    Evidence,
+    Level,
+    Package,
+    ProjectEnvironment,
+    RunEnvironment,
+    Task,
+    Verdict,
+    VerdictKind,
+)
 from coderun.runner.execute import SampleRun
 from coderun.runner.grade import grade, grade_unspliceable
 from coderun.runner.samples import read_samples, resolver_from_tasks
@@ -237,22 +246,28 @@ def _record_environments(store: RunStore, projects: dict[str, _Project]) -> list
     if env is None:  # a run made before coderun recorded versions: what ran its first samples is unknown
         return []
     notes = []
-    changed = differences(env.coderun.packages, coderun_environment().packages)
+    now = coderun_environment()
+    changed = _changes(env.coderun.python, now.python, env.coderun.packages, now.packages)
+    if env.coderun.coderun != now.coderun:
+        changed.insert(0, f"coderun {env.coderun.coderun} -> {now.coderun}")
     if changed:
-        notes.append(f"coderun's dependencies differ from those recorded at run start: {', '.join(changed)}; "
-                     f"{ENVIRONMENT_FILE} keeps the recorded ones")
-    new = {name: p.environment for name, p in projects.items() if name not in env.projects}
+        notes.append(f"coderun differs from the one recorded at run start: {', '.join(changed)}; "
+                     f"{ENVIRONMENT_FILE} keeps the recorded versions")
     for name, p in projects.items():
         old = env.projects.get(name)
-        changed = differences(old.packages, p.environment.packages) if old else []
-        if old and old.python != p.environment.python:
-            changed.insert(0, f"Python {old.python} -> {p.environment.python}")
+        changed = _changes(old.python, p.environment.python, old.packages, p.environment.packages) if old else []
         if changed:
             notes.append(f"{name}: the environment differs from the one the run recorded: {', '.join(changed)}; "
                          f"{ENVIRONMENT_FILE} keeps the recorded one")
+    new = {name: p.environment for name, p in projects.items() if name not in env.projects}
     if new:
         _save_environment(store, env.model_copy(update={"projects": {**env.projects, **new}}))
     return notes
+
+
+def _changes(old_python: str, new_python: str, old: list[Package], new: list[Package]) -> list[str]:
+    python = [f"Python {old_python} -> {new_python}"] if old_python != new_python else []
+    return python + differences(old, new)
 
 
 def project_sandbox_spec(manifest: Manifest, settings: Settings, backend: str) -> SandboxSpec:
