@@ -153,3 +153,55 @@ class Verdict(Record):
     verdict: VerdictKind
     failure: str | None = None               # failure class when not a pass (see runner/taxonomy)
     reason: str = ""                          # one line a person can read
+
+
+class Package(Record):
+    """One installed distribution: its name as its metadata spells it, and its version."""
+
+    name: str
+    version: str
+
+    def __str__(self) -> str:
+        return f"{self.name}=={self.version}"
+
+
+class CoderunEnvironment(Record):
+    """coderun's own side of a run: its version, the interpreter running it, and the installed version of
+    every distribution its requirements pull in (the closure, markers evaluated)."""
+
+    coderun: str
+    python: str                        # "3.11.7"
+    implementation: str = ""           # "CPython"
+    platform: str = ""                 # platform.platform()
+    packages: list[Package] = Field(default_factory=list)
+    missing: list[str] = Field(default_factory=list)   # required (marker true) but not installed
+
+
+class ProjectEnvironment(Record):
+    """A project's test environment: its interpreter and everything installed in it, recorded when the
+    environment was built (or, for one built before coderun recorded it, when a run first used it)."""
+
+    project: str
+    backend: Literal["local", "docker"]
+    where: str                         # the venv's folder, or the image's tag and id
+    python: str                        # "3.11.7"
+    packages: list[Package] = Field(default_factory=list)   # everything installed, pip and pytest included
+    recorded_at: str = ""
+
+    def version_of(self, name: str) -> str | None:
+        key = _canonical(name)
+        return next((p.version for p in self.packages if _canonical(p.name) == key), None)
+
+
+class RunEnvironment(Record):
+    """What ran a benchmark: coderun's side (recorded at run start) and each evaluated project's
+    environment (recorded when the run first used it; a resumed run keeps both)."""
+
+    coderun: CoderunEnvironment
+    projects: dict[str, ProjectEnvironment] = Field(default_factory=dict)
+
+
+def _canonical(name: str) -> str:
+    from packaging.utils import canonicalize_name
+
+    return canonicalize_name(name)

@@ -156,6 +156,10 @@ def test_sigkill_during_a_docker_run_then_resume_removes_its_containers(setup, r
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert _verdicts(run_dir) == reference("docker")
     assert docker_engine.containers.list(all=True, filters={"label": f"org.coderun.owner={owner}"}) == []
+    with RunStore.open(run_dir) as store:  # the image's versions, recorded by the killed run and kept
+        [image] = store.environment().projects.values()
+    assert image.backend == "docker" and image.version_of("pytest")
+    assert f"pytest=={image.version_of('pytest')}" in (run_dir / "environment.txt").read_text()
 
 
 class DockerProxy:

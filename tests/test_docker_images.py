@@ -83,6 +83,23 @@ def test_second_build_is_a_cache_hit(project, docker_engine):
     assert find_project_image(manifest, settings, client=docker_engine).tag == first.tag
 
 
+def test_image_records_its_installed_versions(project, docker_engine):
+    """Each image's packages are listed by its own python; an image built before coderun recorded them
+    (no record on the host) gets one when next used instead of failing."""
+    _, settings, manifest, first = project
+    env = first.environment
+    in_image = _run(docker_engine, first.tag, ["/opt/venv/bin/python", "-c", "import pytest; print(pytest.__version__)"])
+    image_id = docker_engine.images.get(first.tag).id
+    assert env.backend == "docker" and env.where == f"{first.tag} ({image_id})"
+    assert env.version_of("pytest") == in_image and env.python == first.baseline.python
+    record = settings.home / "images" / "packages" / f"{manifest.name}-{first.tag.split(':')[-1]}.json"
+    assert record.is_file()
+    assert build_project_image(manifest, settings, client=docker_engine).environment == env  # read back
+    record.unlink()
+    again = find_project_image(manifest, settings, client=docker_engine).environment
+    assert record.is_file() and again.packages == env.packages
+
+
 def test_changed_test_command_rebuilds_only_the_baseline(project, docker_engine):
     root, settings, _, first = project
     changed = _manifest(root, extra_tests="  args: ['-k', 'not unrelated']\n")

@@ -1,11 +1,12 @@
 import json
+import subprocess
 
 import pytest
 from typer.testing import CliRunner
 
 from coderun.cli.main import app
 from coderun.config import load_settings
-from coderun.envs.local import build_local_env, find_local_env, load_baseline
+from coderun.envs.local import build_local_env, find_local_env, load_baseline, local_packages
 from coderun.errors import EnvironmentBuildError
 from coderun.manifest import load_manifest
 from tests.helpers import TINY_PROJECT, write_tree
@@ -33,6 +34,12 @@ def test_build_records_baseline_and_is_reused(tmp_path, monkeypatch):
     assert find_local_env(m, s) == env
     meta = json.loads((env.path / "env.json").read_text())
     assert meta["build_seconds"] > 0
+    # What the venv holds is recorded with it, as the venv's own python sees it.
+    recorded = local_packages(env)
+    pytest_in_env = subprocess.run([str(env.python), "-c", "import pytest; print(pytest.__version__)"],
+                                   capture_output=True, text=True, check=True).stdout.strip()
+    assert env.packages_path.is_file() and recorded.version_of("pytest") == pytest_in_env
+    assert recorded.version_of("coverage") and recorded.python.startswith("3.11.")
     # The project is imported from the tree, never installed into the venv.
     assert not list((env.path / "venv").glob("lib/python*/site-packages/calc"))
     # A changed `tests` section records the baseline again and keeps the venv.

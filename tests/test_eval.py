@@ -9,6 +9,8 @@ import sqlite3
 import subprocess
 import sys
 import time
+from importlib import metadata
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -171,6 +173,69 @@ def test_killed_run_resumes_without_losing_or_duplicating(project, tmp_path):
     resumed, whole = _verdicts(killed), _verdicts(tmp_path / "whole")
     assert resumed == whole and len(resumed) == len(rows)
     assert {k: resumed[k] for k in partial} == partial  # finished verdicts were kept, not redone
+
+
+def _pytest_version(env_dir: Path) -> str:
+    """pytest's version as the project env's own interpreter imports it."""
+    return subprocess.run([str(env_dir / "venv" / "bin" / "python"), "-c", "import pytest; print(pytest.__version__)"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.mark.slow
+def test_run_folder_records_coderun_and_project_versions(project, tmp_path):
+    """The versions that produced a run's numbers are in its folder, its store and its md/html report;
+    an env built before coderun recorded versions gets its record at run start instead of failing."""
+    tmp, manifest, _ = project
+    (env_dir,) = [d for d in (tmp / "home" / "envs").iterdir() if d.name.startswith("calc-")]
+    (env_dir / "packages.json").unlink(missing_ok=True)   # as an env built before this change
+    run = tmp_path / "gt"
+    _eval(["--ground-truth", "--run-dir", str(run), "--projects", str(manifest.parent)])
+    assert (env_dir / "packages.json").is_file()
+    with RunStore.open(run) as store:
+        env = store.environment()
+    deps = {p.name.lower(): p.version for p in env.coderun.packages}
+    assert deps["pydantic"] == metadata.version("pydantic") and env.coderun.coderun == metadata.version("coderun")
+    calc = env.projects["calc"]
+    pytest_version = _pytest_version(env_dir)
+    assert calc.backend == "local" and calc.where == str(env_dir) and calc.version_of("pytest") == pytest_version
+    text = (run / "environment.txt").read_text()
+    assert f"pydantic=={metadata.version('pydantic')}" in text and f"pytest=={pytest_version}" in text
+    md = CliRunner().invoke(app, ["report", str(run), "--format", "md"]).stdout
+    env_md = md[md.index("## Environment"):]
+    assert f"| pydantic | {metadata.version('pydantic')} |" in env_md
+    assert "### Project calc" in env_md and f"| pytest | {pytest_version} |" in env_md
+    html = CliRunner().invoke(app, ["report", str(run), "--format", "html"]).stdout
+    assert "<h2>Environment</h2>" in html and f"<td>pytest</td><td>{pytest_version}</td>" in html
+    assert "project calc: local" in html
+    table = CliRunner().invoke(app, ["report", str(run)]).stdout
+    assert "pydantic" not in table  # the terminal table stays as it was
+
+
+@pytest.mark.slow
+def test_resumed_run_keeps_its_versions_and_notes_a_changed_env(project, tmp_path):
+    """--resume must not rewrite what ran the first samples; a rebuilt env is reported, not recorded."""
+    tmp, manifest, tasks = project
+    run = tmp_path / "run"
+    _eval(["--ground-truth", "--run-dir", str(run), "--projects", str(manifest.parent)])
+    with RunStore.open(run) as store:
+        before = store.environment()
+    text = (run / "environment.txt").read_text()
+    with sqlite3.connect(run / "run.sqlite") as conn:   # as a run killed before its last sample
+        conn.execute("DELETE FROM results WHERE task_id = ?", (tasks["span"].task_id,))
+    packages = Path(before.projects["calc"].where) / "packages.json"
+    recorded = packages.read_text()
+    changed = json.loads(recorded)
+    changed["packages"] = [p for p in changed["packages"] if p["name"].lower() != "pytest"]
+    changed["packages"].append({"name": "pytest", "version": "0.0.1"})
+    packages.write_text(json.dumps(changed))   # the env was rebuilt with another pytest meanwhile
+    try:
+        res = _eval(["--resume", str(run), "--projects", str(manifest.parent)])
+    finally:
+        packages.write_text(recorded)
+    assert "calc: the environment differs from the one the run recorded: pytest" in res.output
+    with RunStore.open(run) as store:
+        assert store.environment() == before and len(store.results()) == 2
+    assert (run / "environment.txt").read_text() == text
 
 
 def test_eval_needs_exactly_one_input(project):

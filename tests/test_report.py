@@ -6,15 +6,17 @@ import json
 import shutil
 import subprocess
 import tempfile
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from coderun.cli.main import app
-from coderun.records import ContextSet, Level, VerdictKind
+from coderun.records import ContextSet, Level, Package, ProjectEnvironment, RunEnvironment, VerdictKind
 from coderun.report.stats import paired_bootstrap, paired_permutation_test
 from coderun.runner.store import Result, RunInfo, RunStore, RunTask, Sample
+from coderun.versions import coderun_environment
 
 LEVELS = {"t1": Level.SELF_CONTAINED, "t2": Level.SLIB_RUNNABLE, "t3": Level.CLASS_RUNNABLE,
           "t4": Level.PROJECT_RUNNABLE}
@@ -96,6 +98,28 @@ def test_table_and_markdown(run_a):
     assert "pass@" in table and "overall" in table and "infra" in table
     md = run_cli("report", str(run_a), "-f", "md")
     assert "| overall |" in md and "infrastructure errors" in md and "left out" in md
+
+
+def test_environment_section_in_markdown_and_html_only(run_a, tmp_path):
+    """md and html show what ran the run; the terminal table does not grow; json carries the record."""
+    assert "Not recorded" in run_cli("report", str(run_a), "-f", "md")  # a run made without versions
+    project = ProjectEnvironment(project="demo", backend="local", where="/envs/demo-1", python="3.9.18",
+                                 packages=[Package(name="pytest", version="7.4.4")], recorded_at="2024-01-01")
+    with RunStore.open(run_a) as store:
+        store.set_environment(RunEnvironment(coderun=coderun_environment(), projects={"demo": project}))
+    pydantic = metadata.version("pydantic")
+    md = run_cli("report", str(run_a), "-f", "md")
+    env_md = md[md.index("## Environment"):]
+    assert f"| pydantic | {pydantic} |" in env_md and "### Project demo" in env_md
+    assert "`/envs/demo-1`, Python 3.9.18" in env_md and "| pytest | 7.4.4 |" in env_md
+    out = tmp_path / "r.html"
+    run_cli("report", str(run_a), "-f", "html", "-o", str(out))
+    html = out.read_text()
+    assert "<summary>project demo: local, Python 3.9.18, 1 installed</summary>" in html
+    assert f"<td>pydantic</td><td>{pydantic}</td>" in html
+    assert "pydantic" not in run_cli("report", str(run_a))
+    doc = json.loads(run_cli("report", str(run_a), "-f", "json"))
+    assert doc["environment"]["projects"]["demo"]["packages"] == [{"name": "pytest", "version": "7.4.4"}]
 
 
 def test_report_by_run_id_under_coderun_home(tmp_path, monkeypatch):

@@ -11,7 +11,9 @@ networking disabled; the host downloads (PyPI, Debian) and the image never does.
     /opt/venv                 the virtual environment (dependencies, pytest, coverage); on PATH
     /work/project             the project's tree, owned by `coderun`; PYTHONPATH=/work/project/<import_root>
     /opt/coderun/baseline/    junit.xml, output.log, exit_code, duration_ms, python_version (root-owned)
-The host keeps build logs, wheelhouses and baseline records under $CODERUN_HOME/images/.
+The host keeps build logs, wheelhouses, baseline records and each image's installed versions
+(`packages/<project>-<key>.json`, a ProjectEnvironment listed by the image's python in a container
+without network, and listed again when the image id changes) under $CODERUN_HOME/images/.
 """
 
 from __future__ import annotations
@@ -36,9 +38,10 @@ from coderun.envs.base_image import PYTHON_IN_IMAGE, BaseSpec, BaseStrategy, bas
 from coderun.envs.local import find_python, pip_requirements
 from coderun.errors import EnvironmentBuildError, SandboxError
 from coderun.manifest import Manifest
-from coderun.records import Baseline
+from coderun.records import Baseline, ProjectEnvironment
 from coderun.sources import Checkout, checkout
 from coderun.testrun import parse_junit, pytest_command, test_env
+from coderun.versions import PACKAGES_SCRIPT, project_environment
 
 PROJECT_DIR = "/work/project"
 BASELINE_DIR = "/opt/coderun/baseline"
@@ -84,6 +87,7 @@ class ProjectImage:
     commit: str
     python: str
     baseline: Baseline
+    environment: ProjectEnvironment  # the interpreter and every distribution installed in the image
     built: tuple[str, ...]  # the layers built by this call; empty for a cache hit
     workdir: str = PROJECT_DIR
     python_path: str = PYTHON_IN_IMAGE
@@ -375,4 +379,55 @@ def _image_record(plan: ImagePlan, settings: Settings, client: docker.DockerClie
     _baseline_path(settings, plan).write_text(baseline.model_dump_json(indent=1))
     return ProjectImage(project=plan.manifest.name, tag=plan.tag, base_tag=plan.base.tag,
                         deps_tag=plan.deps_tag, source_tag=plan.source_tag, commit=plan.checkout.commit,
-                        python=baseline.python, baseline=baseline, built=built)
+                        python=baseline.python, baseline=baseline,
+                        environment=image_packages(plan, settings, client), built=built)
+
+
+# ---------------------------------------------------------------------------------------------
+# Installed versions
+
+
+def image_packages(plan: ImagePlan, settings: Settings, client: docker.DockerClient) -> ProjectEnvironment:
+    """What is installed in the image: recorded on the host when the image (by id) is first seen, so an
+    image built before coderun kept versions gets its record at the next run instead of failing."""
+    try:
+        image_id = client.images.get(plan.tag).id
+    except docker.errors.DockerException as e:
+        raise SandboxError(f"cannot inspect the image {plan.tag}: {e}") from None
+    where = f"{plan.tag} ({image_id})"
+    path = dockerlib.images_dir(settings) / "packages" / f"{plan.manifest.name}-{plan.key}.json"
+    try:
+        record = ProjectEnvironment.model_validate_json(path.read_text())
+        if record.where == where:
+            return record
+    except (OSError, ValueError):
+        pass  # not recorded yet: list it now
+    log = _log(settings, plan, "packages", plan.key)
+    output = run_in_image(client, plan.tag, [PYTHON_IN_IMAGE, "-I", "-c", PACKAGES_SCRIPT])
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(output)
+    record = project_environment(output, project=plan.manifest.name, backend="docker", where=where,
+                                 log_path=str(log))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(record.model_dump_json(indent=1))
+    return record
+
+
+def run_in_image(client: docker.DockerClient, tag: str, command: list[str], timeout: float = 120) -> str:
+    """Run `command` in a throwaway container of `tag` without network, as the image's user; its output."""
+    try:
+        container = client.containers.create(tag, command=command, network_mode="none", user=IMAGE_USER)
+    except docker.errors.APIError as e:
+        raise SandboxError(f"cannot create a container from {tag}: {e.explanation}") from None
+    try:
+        container.start()
+        status = container.wait(timeout=timeout)
+        output = container.logs(stdout=True, stderr=True).decode(errors="replace")
+    except (docker.errors.APIError, OSError) as e:  # requests' timeouts are OSErrors
+        raise SandboxError(f"a container of {tag} failed to run {command[0]}: {e}") from None
+    finally:
+        container.remove(force=True)
+    if status.get("StatusCode") != 0:
+        raise EnvironmentBuildError(f"{shlex.join(command[:2])} in {tag} exited {status.get('StatusCode')}",
+                                    log_tail="\n".join(output.splitlines()[-15:]))
+    return output

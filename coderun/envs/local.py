@@ -3,6 +3,7 @@
 Layout of `$CODERUN_HOME/envs/<project>-<key>/` (key = hash of python version, install spec, commit):
     venv/            the virtual environment (dependencies, pytest, coverage; never the project's code)
     env.json         what built it and how long it took
+    packages.json    the interpreter's version and every installed distribution (ProjectEnvironment)
     baseline.json    every test's outcome on the original code (coderun.records.Baseline)
     logs/            pip and test logs
 The project's code is always imported from a tree given by PYTHONPATH, so a copy with a spliced
@@ -27,9 +28,10 @@ from coderun.config import Settings
 from coderun.envs.progress import Steps
 from coderun.errors import EnvironmentBuildError
 from coderun.manifest import Manifest
-from coderun.records import Baseline
+from coderun.records import Baseline, ProjectEnvironment
 from coderun.sources import Checkout, checkout
 from coderun.testrun import parse_junit, pytest_command, test_env
+from coderun.versions import PACKAGES_SCRIPT, project_environment
 
 ENV_RECIPE_VERSION = "1"
 # Test tooling every environment gets unless the manifest pins its own.
@@ -48,6 +50,10 @@ class LocalEnv:
     @property
     def baseline_path(self) -> Path:
         return self.path / "baseline.json"
+
+    @property
+    def packages_path(self) -> Path:
+        return self.path / "packages.json"
 
     @property
     def logs(self) -> Path:
@@ -201,6 +207,8 @@ def build_local_env(manifest: Manifest, settings: Settings, *, force: bool = Fal
                    *manifest.install.pip_args, *pip_requirements(manifest, tree)]
             _check(_run(cmd, log, cwd=tree, env=venv_env, step="pip install"), log, "pip install",
                    hint="check install.requirements in the manifest")
+        with steps.step("record installed versions"):
+            record_packages(env)
         with steps.step("baseline test run"):
             baseline = run_baseline(manifest, env, tree, venv_env)
     env.baseline_path.write_text(baseline.model_dump_json(indent=1))
@@ -210,6 +218,27 @@ def build_local_env(manifest: Manifest, settings: Settings, *, force: bool = Fal
             "build_seconds": round(time.monotonic() - started, 1), "counts": baseline.counts()}
     (env.path / "env.json").write_text(json.dumps(meta, indent=1))
     return env
+
+
+def record_packages(env: LocalEnv) -> ProjectEnvironment:
+    """List what is installed in the venv (its own python answers) and keep it in packages.json."""
+    log = env.logs / "packages.log"
+    log.unlink(missing_ok=True)
+    proc = _run([str(env.python), "-I", "-c", PACKAGES_SCRIPT], log, env=_venv_env(env.path / "venv"),
+                timeout=120, step="listing installed versions")
+    _check(proc, log, "listing installed versions")
+    record = project_environment(log.read_text(errors="replace"), project=env.project, backend="local",
+                                 where=str(env.path), log_path=str(log))
+    env.packages_path.write_text(record.model_dump_json(indent=1))
+    return record
+
+
+def local_packages(env: LocalEnv) -> ProjectEnvironment:
+    """The venv's recorded versions; recorded now for a venv built before coderun kept them."""
+    try:
+        return ProjectEnvironment.model_validate_json(env.packages_path.read_text())
+    except (OSError, ValueError):
+        return record_packages(env)
 
 
 def _rerun_baseline(manifest: Manifest, env: LocalEnv) -> LocalEnv:

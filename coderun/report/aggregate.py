@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from coderun.records import Level, VerdictKind
+from coderun.records import Level, RunEnvironment, VerdictKind
 from coderun.report.stats import paired_bootstrap, paired_permutation_test
 from coderun.runner.metrics import (
     CONTEXT_KINDS,
@@ -95,6 +95,7 @@ class RunReport(Model):
     standalone: GroupStats
     non_standalone: GroupStats
     tasks: list[TaskRow]
+    environment: RunEnvironment | None = None    # None: not recorded (imported, or an older run)
 
 
 def build_report(store: RunStore, ks: Sequence[int], under_k: UnderK = UnderK.EXCLUDE) -> RunReport:
@@ -132,7 +133,7 @@ def build_report(store: RunStore, ks: Sequence[int], under_k: UnderK = UnderK.EX
                      source=info.source, ks=list(ks), under_k=under_k, acc_note=acc_note,
                      overall=stats(groups["overall"]), levels={lv: stats(groups[lv]) for lv in level_names},
                      standalone=stats(groups["standalone"]), non_standalone=stats(groups["non_standalone"]),
-                     tasks=rows)
+                     tasks=rows, environment=store.environment())
 
 
 def _counts(results: list[Result]) -> tuple[int, int, int]:

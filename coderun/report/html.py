@@ -1,9 +1,9 @@
 """The HTML report: one self-contained file (inline CSS, charts as inline SVG drawn with matplotlib).
 
 Sections: pass@k per level (bars), Acc@k by context kind, failure taxonomy per level (stacked bars),
-side by side and ablation deltas with 95% CIs when several runs are given, per-task flips, and a per-task
+side by side and ablation deltas with 95% CIs when several runs are given, per-task flips, a per-task
 table whose sample chips link to the spliced file (relative to the HTML file) and show the test log's
-last lines.
+last lines, and the environment (coderun's and each project's installed versions, folded).
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from coderun.records import VerdictKind  # noqa: E402
+from coderun.records import Package, VerdictKind  # noqa: E402
 from coderun.report.aggregate import Comparison, RunReport, TaskRow, report_files  # noqa: E402
 from coderun.report.render import FAILURE_ORDER, group_rows, pct  # noqa: E402
 from coderun.runner.metrics import CONTEXT_KINDS  # noqa: E402
+from coderun.versions import ENVIRONMENT_FILE  # noqa: E402
 
 PALETTE = {"pass": "#2e7d32", "syntax": "#8e24aa", "runtime": "#e65100", "functional": "#c62828",
            "timeout": "#f9a825", "other": "#757575", "infra": "#1565c0"}
@@ -56,6 +57,8 @@ def to_html(reports: Sequence[RunReport], comparisons: Sequence[Comparison], out
         body += _comparison_section(c)
     for r in reports:
         body += _task_table(r, base)
+    for r in reports:
+        body += _environment_section(r, len(reports) > 1)
     return ("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>coderun report: {_e(title)}</title><style>{CSS}</style></head><body>"
             + "\n".join(body) + "</body></html>\n")
@@ -255,3 +258,29 @@ def _link(path: Path, base: Path) -> str:
         return Path(os.path.relpath(path.resolve(), base.resolve())).as_posix()
     except ValueError:
         return path.resolve().as_uri()
+
+
+def _environment_section(r: RunReport, several: bool) -> list[str]:
+    out = [f"<h2>Environment{f' of {_e(r.label)}' if several else ''}</h2>"]
+    env = r.environment
+    if env is None:
+        return out + ['<p class="note">Not recorded (an imported run, or one made before coderun recorded '
+                      "versions).</p>"]
+    c = env.coderun
+    out.append(f'<p class="meta">coderun {_e(c.coderun)} on Python {_e(c.python)} ({_e(c.implementation)}, '
+               f"{_e(c.platform)}); <code>{ENVIRONMENT_FILE}</code> in the run folder lists the same versions</p>")
+    if c.missing:
+        out.append('<p class="note">Required by coderun but not installed: '
+                   + ", ".join(f"<code>{_e(m)}</code>" for m in c.missing) + "</p>")
+    out.append(_packages(f"coderun's dependencies ({len(c.packages)})", c.packages))
+    for name, p in sorted(env.projects.items()):
+        out.append(_packages(f"project {name}: {p.backend}, Python {p.python}, {len(p.packages)} installed", p.packages,
+                             f"{p.backend} environment <code>{_e(p.where)}</code>, recorded {_e(p.recorded_at)}"))
+    return out
+
+
+def _packages(title: str, packages: list[Package], meta: str = "") -> str:
+    rows = "".join(f"<tr><td>{_e(p.name)}</td><td>{_e(p.version)}</td></tr>" for p in packages)
+    meta = f'<p class="meta">{meta}</p>' if meta else ""
+    return (f"<details><summary>{_e(title)}</summary>{meta}<table><tr><th>package</th><th>version</th></tr>"
+            f"{rows}</table></details>")

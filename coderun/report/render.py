@@ -9,10 +9,12 @@ from typing import Any
 from rich.console import Group
 from rich.text import Text
 
+from coderun.records import RunEnvironment
 from coderun.report.aggregate import Comparison, GroupStats, RunReport, sample_rows
 from coderun.report.terminal import EMPTY, Fit, drop_columns, empty_columns, make_table
 from coderun.runner.metrics import CONTEXT_KINDS
 from coderun.runner.taxonomy import Primary
+from coderun.versions import ENVIRONMENT_FILE
 
 FAILURE_ORDER = [p.value for p in Primary if p is not Primary.INFRASTRUCTURE]
 
@@ -99,6 +101,24 @@ def _md_run(r: RunReport) -> list[str]:
     if r.overall.failures_detailed:
         out += _md_table(["failure class", "samples"],
                          [[k, str(v)] for k, v in r.overall.failures_detailed.items()])
+    return out + _md_environment(r.environment)
+
+
+def _md_environment(env: RunEnvironment | None) -> list[str]:
+    out = ["## Environment", ""]
+    if env is None:
+        return out + ["Not recorded (an imported run, or one made before coderun recorded versions).", ""]
+    c = env.coderun
+    out += [f"coderun {c.coderun} on Python {c.python} ({c.implementation}, {c.platform}); "
+            f"{ENVIRONMENT_FILE} in the run folder lists the same versions.", ""]
+    if c.missing:
+        out += ["Required by coderun but not installed: " + ", ".join(f"`{m}`" for m in c.missing), ""]
+    out += _md_table([f"coderun's dependencies ({len(c.packages)})", "version"],
+                     [[p.name, p.version] for p in c.packages])
+    for name, p in sorted(env.projects.items()):
+        out += [f"### Project {name}", "", f"{p.backend} environment `{p.where}`, Python {p.python}, "
+                f"recorded {p.recorded_at}.", ""]
+        out += _md_table([f"installed ({len(p.packages)})", "version"], [[x.name, x.version] for x in p.packages])
     return out
 
 

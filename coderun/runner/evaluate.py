@@ -3,6 +3,11 @@
     start_run(request, settings)   select tasks, read samples, create the run folder and its store
     execute(store, settings)       run every pending sample (also what `--resume` calls)
 
+What ran the benchmark is recorded in the run: coderun's version, the interpreter and coderun's dependency
+versions at `start_run`; each project environment's interpreter and installed versions when `execute` first
+uses it. Both go to the store and to `environment.txt` in the run folder; a resumed run keeps them and
+reports any difference it sees instead of overwriting them.
+
 For each unique (task, sample code) the sample is spliced into the task's original file (never the
 worktree: the sandbox copies the project for every sample), the task's mapped tests run in a sandbox of
 the chosen backend, and the one pure `grade` function turns the evidence into a verdict. Identical
@@ -23,7 +28,16 @@ from pathlib import Path
 from coderun.config import Settings
 from coderun.errors import SandboxError, StoreError, TaskError, UsageError
 from coderun.manifest import Manifest, find_manifest
-from coderun.records import Evidence, Level, Task, Verdict, VerdictKind
+from coderun.records import (
+    Evidence,
+    Level,
+    Package,
+    ProjectEnvironment,
+    RunEnvironment,
+    Task,
+    Verdict,
+    VerdictKind,
+)
 from coderun.runner.execute import SampleRun
 from coderun.runner.grade import grade, grade_unspliceable
 from coderun.runner.samples import read_samples, resolver_from_tasks
@@ -34,6 +48,7 @@ from coderun.runner.taxonomy import SpliceSite
 from coderun.runner.workers import NaivePool, WorkerPool, make_pool
 from coderun.sources import checkout
 from coderun.testrun import test_env
+from coderun.versions import ENVIRONMENT_FILE, coderun_environment, differences, environment_text
 
 # Consecutive sandbox failures after which the run stops (the engine or the disk is gone), resumable.
 MAX_CONSECUTIVE_INFRA = 3
@@ -82,11 +97,17 @@ def start_run(req: EvalRequest, settings: Settings, tasks: list[Task], *,
     run_dir = (req.run_dir or settings.runs / run_id).resolve()
     info = RunInfo(run_id=run_id, label=req.label or _default_label(req), config=_config(req, tasks, settings))
     store = RunStore.create(run_dir, info)
+    _save_environment(store, RunEnvironment(coderun=coderun_environment()))
     store.add_tasks(RunTask.from_task(t) for t in tasks)
     summary = RunSummary(run_dir)
     store.add_samples(_samples(req, tasks, summary, on_problem))
     summary.samples = len(store.samples())
     return store, summary
+
+
+def _save_environment(store: RunStore, env: RunEnvironment) -> None:
+    store.set_environment(env)
+    (store.path / ENVIRONMENT_FILE).write_text(environment_text(env), encoding="utf-8")
 
 
 def _default_label(req: EvalRequest) -> str:
@@ -149,6 +170,7 @@ class _Project:
     spec: SandboxSpec
     tree: Path
     packages: frozenset[str]
+    environment: ProjectEnvironment
 
 
 @dataclass
@@ -175,6 +197,7 @@ def execute(store: RunStore, settings: Settings, *, jobs: int | None = None,
     units = _units(store, tasks, dedupe=executor != "naive")  # naive: every sample runs, as the reference
     summary = RunSummary(store.path)
     projects = _projects(sorted({u.task.project for u in units}), config, settings, backend, tasks)
+    summary.problems += _record_environments(store, projects)
     with make_pool(executor, backend, {n: p.spec for n, p in projects.items()}, jobs) as pool:
         try:
             _run_units(units, store, pool, projects, jobs, summary, progress)
@@ -211,26 +234,62 @@ def _projects(names: list[str], config: dict, settings: Settings, backend: str,
         if commits - {co_commit}:
             raise TaskError(f"{name}: the run's tasks were built at {sorted(commits)[0][:12]} but the source is "
                             f"now at {co_commit[:12]}", hint=f"rebuild them: coderun tasks build {name}")
-        out[name] = _Project(manifest, project_sandbox_spec(manifest, settings, backend), tree,
-                             _top_level_packages(tree / manifest.import_root))
+        spec, environment = project_sandbox(manifest, settings, backend)
+        out[name] = _Project(manifest, spec, tree, _top_level_packages(tree / manifest.import_root), environment)
     return out
+
+
+def _record_environments(store: RunStore, projects: dict[str, _Project]) -> list[str]:
+    """Add each project's environment to the run the first time the run uses it. A resumed run keeps
+    what it recorded; a difference (a rebuilt env, another coderun) is returned as a note to show."""
+    env = store.environment()
+    if env is None:  # a run made before coderun recorded versions: what ran its first samples is unknown
+        return []
+    notes = []
+    now = coderun_environment()
+    changed = _changes(env.coderun.python, now.python, env.coderun.packages, now.packages)
+    if env.coderun.coderun != now.coderun:
+        changed.insert(0, f"coderun {env.coderun.coderun} -> {now.coderun}")
+    if changed:
+        notes.append(f"coderun differs from the one recorded at run start: {', '.join(changed)}; "
+                     f"{ENVIRONMENT_FILE} keeps the recorded versions")
+    for name, p in projects.items():
+        old = env.projects.get(name)
+        changed = _changes(old.python, p.environment.python, old.packages, p.environment.packages) if old else []
+        if changed:
+            notes.append(f"{name}: the environment differs from the one the run recorded: {', '.join(changed)}; "
+                         f"{ENVIRONMENT_FILE} keeps the recorded one")
+    new = {name: p.environment for name, p in projects.items() if name not in env.projects}
+    if new:
+        _save_environment(store, env.model_copy(update={"projects": {**env.projects, **new}}))
+    return notes
+
+
+def _changes(old_python: str, new_python: str, old: list[Package], new: list[Package]) -> list[str]:
+    python = [f"Python {old_python} -> {new_python}"] if old_python != new_python else []
+    return python + differences(old, new)
 
 
 def project_sandbox_spec(manifest: Manifest, settings: Settings, backend: str) -> SandboxSpec:
     """The sandbox for a project's tests: its venv (local) or its image (docker), built when missing."""
+    return project_sandbox(manifest, settings, backend)[0]
+
+
+def project_sandbox(manifest: Manifest, settings: Settings, backend: str) -> tuple[SandboxSpec, ProjectEnvironment]:
+    """The sandbox for a project's tests and what is installed in it, built when missing."""
     import_root = "" if manifest.import_root in ("", ".") else manifest.import_root
     if backend == "local":
-        from coderun.envs.local import build_local_env, find_local_env
+        from coderun.envs.local import build_local_env, find_local_env, local_packages
 
         env = find_local_env(manifest, settings) or build_local_env(manifest, settings)
         return SandboxSpec(project=manifest.name, project_dir=str(env.checkout.path), python=str(env.python),
-                           import_root=import_root)
+                           import_root=import_root), local_packages(env)
     if backend == "docker":
         from coderun.envs.docker import build_project_image, find_project_image
 
         image = find_project_image(manifest, settings) or build_project_image(manifest, settings)
         return SandboxSpec(project=manifest.name, project_dir=image.workdir, python=image.python_path,
-                           import_root=import_root, image=image.tag)
+                           import_root=import_root, image=image.tag), image.environment
     raise UsageError(f"unknown backend {backend!r}; use local or docker")
 
 

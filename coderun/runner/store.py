@@ -1,9 +1,10 @@
 """The run store: one folder per run, holding `run.sqlite` and what a person opens (spliced files, logs,
 the report).
 
-    <run dir>/run.sqlite     meta (run info, config), tasks, samples, results
-    <run dir>/spliced/       each sample's spliced file
-    <run dir>/logs/          each sample's test log
+    <run dir>/run.sqlite       meta (run info, config, environment), tasks, samples, results
+    <run dir>/environment.txt  versions of coderun, its dependencies and each project's environment
+    <run dir>/spliced/         each sample's spliced file
+    <run dir>/logs/            each sample's test log
     <run dir>/report.json, report.md   written when the run ends
 
 Crash safety: WAL journal, one transaction per finished sample (`record_result` commits before it
@@ -30,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from coderun.config import Settings
 from coderun.errors import StoreError
-from coderun.records import ContextSet, Evidence, Level, Task, Verdict, VerdictKind
+from coderun.records import ContextSet, Evidence, Level, RunEnvironment, Task, Verdict, VerdictKind
 
 SCHEMA_VERSION = 1
 DB_NAME = "run.sqlite"
@@ -209,6 +210,10 @@ class RunStore:
         with self._tx() as c:
             c.execute("INSERT OR REPLACE INTO meta VALUES ('info', ?)", (info.model_dump_json(),))
 
+    def set_environment(self, env: RunEnvironment) -> None:
+        with self._tx() as c:
+            c.execute("INSERT OR REPLACE INTO meta VALUES ('environment', ?)", (env.model_dump_json(),))
+
     def add_tasks(self, tasks: Iterable[RunTask | Task]) -> None:
         rows = []
         for t in tasks:
@@ -246,6 +251,11 @@ class RunStore:
     def info(self) -> RunInfo:
         row = self._conn.execute("SELECT value FROM meta WHERE key='info'").fetchone()
         return _load(RunInfo, row[0], self.path)
+
+    def environment(self) -> RunEnvironment | None:
+        """What ran the benchmark; None for a run made before coderun recorded it, or imported."""
+        row = self._conn.execute("SELECT value FROM meta WHERE key='environment'").fetchone()
+        return _load(RunEnvironment, row[0], self.path) if row else None
 
     def tasks(self) -> list[RunTask]:
         rows = self._conn.execute("SELECT record FROM tasks ORDER BY task_id").fetchall()
