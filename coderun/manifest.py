@@ -245,3 +245,18 @@ def find_manifest(name_or_path: str, settings: Settings) -> Manifest:
 
 def all_manifests(settings: Settings) -> list[Manifest]:
     return [load_manifest(f) for f in manifest_files(settings)]
+
+
+def known_manifests(settings: Settings) -> tuple[list[Manifest], dict[Path, ManifestError]]:
+    """Every built-in and user manifest, one per project name (a user manifest wins over a built-in one
+    of the same name, as in `find_manifest`), and the errors of the files that do not load."""
+    by_name: dict[str, Manifest] = {}
+    errors: dict[Path, ManifestError] = {}
+    for f in manifest_files(settings):
+        try:
+            m = load_manifest(f)
+        except ManifestError as e:
+            errors[f] = e
+            continue
+        by_name[m.name] = m
+    return list(by_name.values()), errors
