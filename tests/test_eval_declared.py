@@ -153,3 +153,25 @@ def test_eval_project_filter_leaves_other_declared_projects_unbuilt_and_out(tmp_
     assert "broken" not in out.replace(str(tmp_path), "")
     assert "1 samples are for tasks outside the selection and were left out" in out
     assert not (tmp_path / "run" / "problems.txt").exists()
+
+@pytest.mark.slow
+def test_tasks_build_all_builds_builtin_and_user_projects_and_goes_on_past_failures(tmp_path, monkeypatch):
+    """`tasks build --all`: every known project; failures (here: no package index) are listed, exit non-zero."""
+    projects = _projects(tmp_path / "projects")
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("CODERUN_PYPI_URL", "http://127.0.0.1:9/simple")  # built-ins come from PyPI: none here
+    res = CliRunner().invoke(app, ["tasks", "build", "--all", "--projects", str(projects)])
+    assert res.exit_code == 4, res.output
+    out = _flat(res.output)
+    builtin = ["borgmatic", "cachetools", "federation", "python-dateutil", "shortuuid", "sqlparams",
+               "zope.interface"]
+    for name in builtin:
+        assert f"error: {name}: cannot reach the package index" in out
+    assert "calc: 2 candidates (2 from the manifest, 0 discovered)" in out
+    assert "manifest targets not found: calc/stats.py::gone" in out
+    assert f"error: 8 of 9 task builds failed: {', '.join([*builtin, 'broken'])}" in out
+    settings = load_settings()
+    assert built_projects(settings) == {"calc"}
+    assert [t.name for t in load_tasks(settings)] == ["mean"]
+    usage = CliRunner().invoke(app, ["tasks", "build"])
+    assert usage.exit_code == 2 and "give project names or --all" in usage.output
