@@ -137,6 +137,7 @@ def _build_missing_tasks(s, req: EvalRequest) -> tuple[Resolver, dict[str, str]]
     (`coderun eval --project P` on a fresh machine), and each project whose manifest declares a sample's
     id (or is named by it). A failed build is printed and the others go on. Returns the resolver that
     explains the sample ids the selected tasks will not know, and the failed builds (project -> why)."""
+    from coderun.cli.tasks import print_project
     from coderun.manifest import find_manifest, known_manifests
     from coderun.runner.samples import read_sample_ids
     from coderun.tasks import build_tasks, built_projects
@@ -163,7 +164,8 @@ def _build_missing_tasks(s, req: EvalRequest) -> tuple[Resolver, dict[str, str]]
         step = f"[{position[m.name]}/{len(todo)}] " if len(todo) > 1 else ""
         err_console.print(f"{step}no tasks stored for {m.name}{why}: building them first "
                           f"(coderun tasks build {m.name})", markup=False, highlight=False)
-        build_tasks(m, s, include_weak=req.include_weak)
+        for report in build_tasks(m, s, include_weak=req.include_weak).projects:
+            print_project(report, err_console)
 
     failed: dict[str, str] = {}
     for _ in build_each([m for m, _ in todo.values()], build, "task builds", failed=failed):

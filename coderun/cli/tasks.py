@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.console import Console
 from rich.table import Table
 
 from coderun.cli._common import (
@@ -59,7 +60,7 @@ def build(projects: list[str] = typer.Argument(None, help="Project names or mani
         for _m, p in build_each(manifests, build_one, "task builds", failed=failed if total > 1 else None):
             report.projects.append(p)
             if not as_json:
-                _print_project(p)
+                print_project(p)
     finally:
         if as_json and (report.projects or total > 1):  # a lone failure is just its error
             print_json(report.model_dump(mode="json"))
@@ -69,16 +70,17 @@ def build(projects: list[str] = typer.Argument(None, help="Project names or mani
         raise EnvironmentBuildError(f"{len(failed)} of {total} task builds failed: {', '.join(failed)}")
 
 
-def _print_project(p: ProjectTaskReport) -> None:
+def print_project(p: ProjectTaskReport, out: Console = console) -> None:
+    """What one project's task build found (also printed by `eval` after it builds a project's tasks)."""
     st = p.statuses
     counts = ", ".join(f"{st.get(k, 0)} {k}" for k in ("verified", "weak", "flaky", "broken", "uncovered"))
-    console.print(f"[bold]{p.project}[/]: {p.candidates} candidates ({p.explicit} from the manifest, "
+    out.print(f"[bold]{p.project}[/]: {p.candidates} candidates ({p.explicit} from the manifest, "
                   f"{p.discovered} discovered), {p.covered} covered ({p.mapping}): {counts}; "
                   f"{len(p.flaky_tests)} flaky tests dropped")
     if p.unresolved:
-        console.print(f"[yellow]  manifest targets not found: {', '.join(p.unresolved)}[/]")
+        out.print(f"[yellow]  manifest targets not found: {', '.join(p.unresolved)}[/]")
     if p.mapping_note:
-        console.print(f"[yellow]  coverage failed, tests mapped by file name: {p.mapping_note}[/]")
+        out.print(f"[yellow]  coverage failed, tests mapped by file name: {p.mapping_note}[/]")
 
 
 def _print_levels(report: TaskBuildReport) -> None:
