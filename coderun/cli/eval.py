@@ -148,14 +148,13 @@ def _build_missing_tasks(s, req: EvalRequest) -> tuple[Resolver, dict[str, str]]
         err_console.print(f"skipping a manifest that does not load: {e.message}", style="yellow",
                           markup=False, highlight=False)
     declared = declared_ids(manifests)
-    needed: dict[str, tuple[Manifest, int]] = {n: (find_manifest(n, s), 0) for n in req.projects}
+    built = built_projects(s)
+    todo: dict[str, tuple[Manifest, int]] = {n: (find_manifest(n, s), 0) for n in req.projects if n not in built}
     for key in read_sample_ids(req.samples) if req.samples else []:
         d = owner(declared, manifests, key)
-        if d is not None and (not req.projects or d.project in req.projects):
-            m, n = needed.get(d.project, (d.manifest, 0))
-            needed[d.project] = (m, n + 1)
-    built = built_projects(s)
-    todo = {name: mn for name, mn in needed.items() if name not in built}
+        if d is not None and d.project not in built and (not req.projects or d.project in req.projects):
+            m, n = todo.get(d.project, (d.manifest, 0))
+            todo[d.project] = (m, n + 1)
     position = {name: i for i, name in enumerate(todo, start=1)}
 
     def build(m: Manifest) -> None:
