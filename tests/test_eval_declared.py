@@ -107,7 +107,9 @@ def test_eval_samples_on_an_empty_home_builds_declared_projects_and_keeps_unknow
     monkeypatch.setenv("CODERUN_HOME", str(home))
     monkeypatch.setenv("CODERUN_PROJECTS", str(projects))
     samples = tmp_path / "s.jsonl"
+    many_unknown = [{"task_id": f"nope-{i}", "solution": "def f():\n    return 1\n"} for i in range(11)]
     samples.write_text("\n".join(json.dumps(r) for r in [
+        *many_unknown,  # shown 10 at most: the rarer kinds below must still be shown
         {"_id": "CE-mean", "generate_results": [{"generate_code": MEAN_OK}, {"generate_code": MEAN_WRONG}]},
         {"task_id": "CE-weak", "solution": "def shrug(values):\n    return ''\n"},
         {"task_id": "CE-gone", "solution": "def gone():\n    return 1\n"},
@@ -123,15 +125,17 @@ def test_eval_samples_on_an_empty_home_builds_declared_projects_and_keeps_unknow
     assert "[2/2] no tasks stored for broken" in out and "error: broken: " in out
     assert built_projects(load_settings()) == {"calc"}  # only what the samples need, built-ins untouched
     problems = (tmp_path / "run" / "problems.txt").read_text().splitlines()
-    assert len(problems) == 4, problems
-    weak, gone, broken, unknown = problems
-    assert f"s.jsonl:2: unverified_task: task CE-weak is declared by manifest {projects / 'calc.yaml'} but " \
+    assert len(problems) == 15, problems
+    weak, gone, broken, unknown = problems[11:]
+    assert f"s.jsonl:13: unverified_task: task CE-weak is declared by manifest {projects / 'calc.yaml'} but " \
            "was not verified (weak" in weak
-    assert "s.jsonl:3: unbuilt_task: task CE-gone is declared" in gone and "calc/stats.py::gone is not in" in gone
-    assert "s.jsonl:4: unbuilt_task: task CE-broken is declared" in broken
+    assert "s.jsonl:14: unbuilt_task: task CE-gone is declared" in gone and "calc/stats.py::gone is not in" in gone
+    assert "s.jsonl:15: unbuilt_task: task CE-broken is declared" in broken
     assert "building broken's tasks failed: " in broken
-    assert unknown.endswith("s.jsonl:5: unknown_task: unknown task id 'nope'")
-    assert "4 input problems (1 unverified_task, 2 unbuilt_task, 1 unknown_task)" in out
+    assert unknown.endswith("s.jsonl:16: unknown_task: unknown task id 'nope'")
+    assert "15 input problems (12 unknown_task, 1 unverified_task, 2 unbuilt_task; 2 more not shown)" in out
+    for line in (weak, gone, broken):
+        assert line in res.output
     with RunStore.open(tmp_path / "run") as store:
         verdicts = {(r.task_id, r.index): r.verdict.value for r in store.results()}
     assert verdicts == {("calc/calc/stats.py::mean", 0): "pass", ("calc/calc/stats.py::mean", 1): "fail"}

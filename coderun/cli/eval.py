@@ -101,9 +101,9 @@ def _start(s, samples, ground_truth, blank, project, level, backend, jobs, inclu
     if not tasks and failed:
         raise EnvironmentBuildError(f"no tasks to evaluate: building the tasks of {', '.join(failed)} failed "
                                     "(see above)")
-    shown: list[str] = []
+    shown: Counter[str] = Counter()
     store, summary = start_run(req, s, tasks, on_problem=lambda m: _problem(m, shown), fallback=fallback)
-    _problems_summary(store.path, summary.problems, len(shown))
+    _problems_summary(store.path, summary.problems, shown.total())
     if summary.skipped_samples:
         err_console.print(f"{summary.skipped_samples} samples are for tasks outside the selection and were "
                           "left out")
@@ -111,13 +111,17 @@ def _start(s, samples, ground_truth, blank, project, level, backend, jobs, inclu
     return store
 
 
-MAX_PROBLEMS_SHOWN = 20
+MAX_PROBLEMS_SHOWN = 10  # of each kind: a few rare ones stay visible among many unknown ids
 
 
-def _problem(message: str, shown: list[str]) -> None:
+def _kind(problem: str) -> str:
+    return problem.split(": ", 2)[1] if problem.count(": ") >= 2 else "other"
+
+
+def _problem(message: str, shown: Counter[str]) -> None:
     # One line per problem, never wrapped: people grep these for the line numbers.
-    if len(shown) < MAX_PROBLEMS_SHOWN:
-        shown.append(message)
+    if shown[_kind(message)] < MAX_PROBLEMS_SHOWN:
+        shown[_kind(message)] += 1
         err_console.print(message, style="yellow", soft_wrap=True, markup=False, highlight=False)
 
 
@@ -126,7 +130,7 @@ def _problems_summary(run_dir: Path, problems: list[str], shown: int) -> None:
     if not problems:
         return
     (run_dir / "problems.txt").write_text("\n".join(problems) + "\n")
-    kinds = Counter(p.split(": ", 2)[1] if p.count(": ") >= 2 else "other" for p in problems)
+    kinds = Counter(_kind(p) for p in problems)
     more = f"; {len(problems) - shown} more not shown" if len(problems) > shown else ""
     err_console.print(f"{len(problems)} input problems ({', '.join(f'{n} {k}' for k, n in kinds.items())}{more}); "
                       f"all listed in {run_dir / 'problems.txt'}", soft_wrap=True, highlight=False)
