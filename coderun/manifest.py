@@ -219,10 +219,16 @@ def manifest_files(settings: Settings) -> list[Path]:
     return files
 
 
+def manifest_path(name_or_path: str) -> Path | None:
+    """The path, when a PROJECT argument names a manifest file rather than a project."""
+    p = Path(name_or_path)
+    return p if p.suffix in (".yaml", ".yml") or p.is_file() else None
+
+
 def find_manifest(name_or_path: str, settings: Settings) -> Manifest:
     """A path to a manifest file, or the name of a built-in or user manifest (user dirs win)."""
-    p = Path(name_or_path)
-    if p.suffix in (".yaml", ".yml") or p.is_file():
+    p = manifest_path(name_or_path)
+    if p is not None:
         if not p.is_file():
             raise ProjectNotFound(f"manifest file {p} does not exist")
         return load_manifest(p)
@@ -245,3 +251,18 @@ def find_manifest(name_or_path: str, settings: Settings) -> Manifest:
 
 def all_manifests(settings: Settings) -> list[Manifest]:
     return [load_manifest(f) for f in manifest_files(settings)]
+
+
+def known_manifests(settings: Settings) -> tuple[list[Manifest], dict[Path, ManifestError]]:
+    """Every built-in and user manifest, one per project name (a user manifest wins over a built-in one
+    of the same name, as in `find_manifest`), and the errors of the files that do not load."""
+    by_name: dict[str, Manifest] = {}
+    errors: dict[Path, ManifestError] = {}
+    for f in manifest_files(settings):
+        try:
+            m = load_manifest(f)
+        except ManifestError as e:
+            errors[f] = e
+            continue
+        by_name[m.name] = m
+    return list(by_name.values()), errors

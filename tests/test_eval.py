@@ -241,3 +241,16 @@ def test_resumed_run_keeps_its_versions_and_notes_a_changed_env(project, tmp_pat
 def test_eval_needs_exactly_one_input(project):
     res = CliRunner().invoke(app, ["eval", "--backend", "local", "--ground-truth", "--blank"])
     assert res.exit_code == 2 and "exactly one of" in res.output
+
+
+@pytest.mark.slow
+def test_a_project_given_as_a_manifest_path(project, tmp_path):
+    """`--project PATH/TO/manifest.yaml` selects that project's tasks (it was compared with task names)."""
+    _, manifest, tasks = project
+    res = CliRunner().invoke(app, ["eval", "--backend", "local", "--ground-truth", "--project", str(manifest),
+                                   "--run-dir", str(tmp_path / "run")])
+    assert res.exit_code == 0, res.output
+    assert "no tasks stored" not in res.output
+    verdicts = _verdicts(tmp_path / "run")
+    assert {t for t, _ in verdicts} == {t.task_id for t in tasks.values()}
+    assert {v for v, _ in verdicts.values()} == {"pass"}

@@ -33,11 +33,11 @@ class CoderunGroup(TyperGroup):
         try:
             return super().invoke(ctx)
         except CoderunError as e:
-            _print_error(e)
+            print_error(e)
             raise typer.Exit(e.exit_code) from None  # typer vendors click: only its Exit is caught
 
 
-def _print_error(e: CoderunError, prefix: str = "") -> None:
+def print_error(e: CoderunError, prefix: str = "") -> None:
     err_console.print(f"[bold red]error:[/] {prefix}", end="", highlight=False)
     err_console.print(str(e), markup=False, highlight=False)
 
@@ -56,23 +56,37 @@ def settings(project_dirs: list[Path] | None = None) -> Settings:
     return load_settings(project_dirs)
 
 
+def project_selection(values: list[str] | None, project_dirs: list[Path] | None) -> tuple[Settings, list[str]]:
+    """Settings and project names for `--project` values, names or manifest paths. A path's folder joins
+    the user manifest folders, so that every later stage (and a resume) finds the manifest by its name."""
+    from coderun.manifest import find_manifest, manifest_path
+
+    paths = {v: p for v in values or [] if (p := manifest_path(v)) is not None}
+    s = load_settings([*(project_dirs or []), *dict.fromkeys(p.resolve().parent for p in paths.values())])
+    return s, [find_manifest(v, s).name if v in paths else v for v in values or []]
+
+
 def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=None, default=str) + "\n")
 
 
-def build_each(manifests: list, build: Callable[[Any], Any], what: str) -> Iterator[tuple[Any, Any]]:
+def build_each(manifests: list, build: Callable[[Any], Any], what: str,
+               failed: dict[str, str] | None = None) -> Iterator[tuple[Any, Any]]:
     """(manifest, result) for each manifest built by `build`. With several, a failure is printed and the
-    others go on; what did build is kept, and the failures are raised together at the end."""
-    failed = []
+    others go on; what did build is kept, and the failures are raised together at the end. With `failed`,
+    every failure (also a lone one) is printed and recorded there (name -> message), and nothing is
+    raised: the caller decides what a failure means."""
+    keep_going = failed is not None
+    failed = {} if failed is None else failed
     for m in manifests:
         try:
             result = build(m)
         except CoderunError as e:
-            if len(manifests) == 1:
+            if len(manifests) == 1 and not keep_going:
                 raise
-            _print_error(e, prefix=f"{m.name}: ")
-            failed.append(m.name)
+            print_error(e, prefix=f"{m.name}: ")
+            failed[m.name] = e.message
             continue
         yield m, result
-    if failed:
+    if failed and not keep_going:
         raise EnvironmentBuildError(f"{len(failed)} of {len(manifests)} {what} failed: {', '.join(failed)}")

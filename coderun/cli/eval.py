@@ -13,18 +13,20 @@ from coderun.cli._common import (
     JsonOption,
     ProjectsDirOption,
     WideOption,
+    build_each,
     console,
     err_console,
     print_json,
     print_table,
-    settings,
+    project_selection,
 )
-from coderun.errors import UsageError
+from coderun.errors import EnvironmentBuildError
+from coderun.manifest import Manifest
 from coderun.records import Level, VerdictKind
 from coderun.runner.evaluate import EvalRequest, RunSummary, execute, start_run
 from coderun.runner.metrics import UnderK, parse_ks
+from coderun.runner.samples import Resolver
 from coderun.runner.store import RunStore, resolve_run_dir
-from coderun.runner.workers import EXECUTORS
 
 
 def default_backend() -> str:
@@ -66,7 +68,7 @@ def eval_command(
     wide: bool = WideOption,
 ) -> None:
     """Splice samples into their projects, run the mapped tests in a sandbox, grade, report."""
-    s = settings(projects_dir)
+    s, project = project_selection(project, projects_dir)
     ks = parse_ks(k)
     if resume:
         store = RunStore.open(resolve_run_dir(resume, s))
@@ -91,21 +93,20 @@ def _start(s, samples, ground_truth, blank, project, level, backend, jobs, inclu
 
     lv = Level.parse(level) if level else None
     names = list(project or [])
-    tasks = []
-    for name in names or [None]:
-        tasks += load_tasks(s, project=name, level=lv, include_weak=include_weak)
-    if names and not tasks:
-        tasks = _build_missing_tasks(s, names, lv, include_weak)
     req = EvalRequest(samples=samples, ground_truth=ground_truth, blank=blank, projects=tuple(names), level=lv,
                       backend=backend or default_backend(), jobs=jobs, include_weak=include_weak,
                       run_dir=run_dir, label=label, executor=executor)
-    if req.backend not in ("local", "docker"):
-        raise UsageError(f"unknown backend {req.backend!r}; use local or docker")
-    if req.executor not in EXECUTORS:
-        raise UsageError(f"unknown executor {req.executor!r}; use {' or '.join(EXECUTORS)}")
-    shown: list[str] = []
-    store, summary = start_run(req, s, tasks, on_problem=lambda m: _problem(m, shown))
-    _problems_summary(store.path, summary.problems, len(shown))
+    req.check()
+    fallback, failed = _build_missing_tasks(s, req)
+    tasks = []
+    for name in names or [None]:
+        tasks += load_tasks(s, project=name, level=lv, include_weak=include_weak)
+    if not tasks and failed:
+        raise EnvironmentBuildError(f"no tasks to evaluate: building the tasks of {', '.join(failed)} failed "
+                                    "(see above)")
+    shown: Counter[str] = Counter()
+    store, summary = start_run(req, s, tasks, on_problem=lambda m: _problem(m, shown), fallback=fallback)
+    _problems_summary(store.path, summary.problems, shown.total())
     if summary.skipped_samples:
         err_console.print(f"{summary.skipped_samples} samples are for tasks outside the selection and were "
                           "left out")
@@ -113,13 +114,17 @@ def _start(s, samples, ground_truth, blank, project, level, backend, jobs, inclu
     return store
 
 
-MAX_PROBLEMS_SHOWN = 20
+MAX_PROBLEMS_SHOWN = 10  # of each kind: a few rare ones stay visible among many unknown ids
 
 
-def _problem(message: str, shown: list[str]) -> None:
+def _kind(problem: str) -> str:
+    return problem.split(": ", 2)[1] if problem.count(": ") >= 2 else "other"
+
+
+def _problem(message: str, shown: Counter[str]) -> None:
     # One line per problem, never wrapped: people grep these for the line numbers.
-    if len(shown) < MAX_PROBLEMS_SHOWN:
-        shown.append(message)
+    if shown[_kind(message)] < MAX_PROBLEMS_SHOWN:
+        shown[_kind(message)] += 1
         err_console.print(message, style="yellow", soft_wrap=True, markup=False, highlight=False)
 
 
@@ -128,22 +133,52 @@ def _problems_summary(run_dir: Path, problems: list[str], shown: int) -> None:
     if not problems:
         return
     (run_dir / "problems.txt").write_text("\n".join(problems) + "\n")
-    kinds = Counter(p.split(": ", 2)[1] if p.count(": ") >= 2 else "other" for p in problems)
+    kinds = Counter(_kind(p) for p in problems)
     more = f"; {len(problems) - shown} more not shown" if len(problems) > shown else ""
     err_console.print(f"{len(problems)} input problems ({', '.join(f'{n} {k}' for k, n in kinds.items())}{more}); "
                       f"all listed in {run_dir / 'problems.txt'}", soft_wrap=True, highlight=False)
 
 
-def _build_missing_tasks(s, names, lv, include_weak):
-    """`coderun eval --project P` on a fresh machine: build P's environment and tasks first."""
-    from coderun.manifest import find_manifest
-    from coderun.tasks import build_tasks, load_tasks
+def _build_missing_tasks(s, req: EvalRequest) -> tuple[Resolver, dict[str, str]]:
+    """Build the tasks the run needs and the store lacks, one progress line per project: each --project P
+    (`coderun eval --project P` on a fresh machine), and each project whose manifest declares a sample's
+    id (or is named by it). A failed build is printed and the others go on. Returns the resolver that
+    explains the sample ids the selected tasks will not know, and the failed builds (project -> why)."""
+    from coderun.cli.tasks import print_project
+    from coderun.manifest import find_manifest, known_manifests
+    from coderun.runner.samples import read_sample_ids
+    from coderun.tasks import build_tasks, built_projects
+    from coderun.tasks.declared import declared_ids, explaining_resolver, owner
 
-    for name in names:
-        if not load_tasks(s, project=name, status="all"):
-            err_console.print(f"no tasks stored for {name}: building them first (coderun tasks build {name})")
-            build_tasks(find_manifest(name, s), s, include_weak=include_weak)
-    return [t for n in names for t in load_tasks(s, project=n, level=lv, include_weak=include_weak)]
+    manifests, broken = known_manifests(s) if req.samples else ([], {})
+    for e in broken.values():
+        err_console.print(f"skipping a manifest that does not load: {e.message}", style="yellow",
+                          markup=False, highlight=False)
+    declared = declared_ids(manifests)
+    built = built_projects(s)
+    todo: dict[str, tuple[Manifest, int]] = {n: (find_manifest(n, s), 0) for n in req.projects if n not in built}
+    for key in read_sample_ids(req.samples) if req.samples else []:
+        d = owner(declared, manifests, key)
+        if d is not None and d.project not in built and (not req.projects or d.project in req.projects):
+            m, n = todo.get(d.project, (d.manifest, 0))
+            todo[d.project] = (m, n + 1)
+    position = {name: i for i, name in enumerate(todo, start=1)}
+
+    def build(m: Manifest) -> None:
+        ids = todo[m.name][1]
+        why = f", whose manifest knows {ids} of the samples' ids" if ids else ""
+        step = f"[{position[m.name]}/{len(todo)}] " if len(todo) > 1 else ""
+        err_console.print(f"{step}no tasks stored for {m.name}{why}: building them first "
+                          f"(coderun tasks build {m.name})", markup=False, highlight=False)
+        for report in build_tasks(m, s, include_weak=req.include_weak).projects:
+            print_project(report, err_console)
+
+    failed: dict[str, str] = {}
+    for _ in build_each([m for m, _ in todo.values()], build, "task builds", failed=failed):
+        pass
+    resolver = explaining_resolver(s, declared, manifests, failed=failed, include_weak=req.include_weak,
+                                   projects=req.projects, level=req.level)
+    return resolver, failed
 
 
 def _execute(store: RunStore, s, jobs: int | None) -> RunSummary:

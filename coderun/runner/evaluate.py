@@ -40,12 +40,12 @@ from coderun.records import (
 )
 from coderun.runner.execute import SampleRun
 from coderun.runner.grade import grade, grade_unspliceable
-from coderun.runner.samples import read_samples, resolver_from_tasks
+from coderun.runner.samples import Resolver, first_of, read_samples, resolver_from_tasks
 from coderun.runner.sandbox import SandboxSpec
 from coderun.runner.splice import splice
 from coderun.runner.store import Result, RunInfo, RunStore, RunTask, Sample, code_hash, new_run_id
 from coderun.runner.taxonomy import SpliceSite
-from coderun.runner.workers import NaivePool, WorkerPool, make_pool
+from coderun.runner.workers import EXECUTORS, NaivePool, WorkerPool, make_pool
 from coderun.sources import checkout
 from coderun.testrun import test_env
 from coderun.versions import ENVIRONMENT_FILE, coderun_environment, differences, environment_text
@@ -68,6 +68,15 @@ class EvalRequest:
     label: str = ""
     executor: str = "workers"
 
+    def check(self) -> None:
+        """A usage error for a request no run can start from (before anything is built for it)."""
+        if sum([self.samples is not None, self.ground_truth, self.blank]) != 1:
+            raise UsageError("give exactly one of --samples FILE, --ground-truth or --blank")
+        if self.backend not in ("local", "docker"):
+            raise UsageError(f"unknown backend {self.backend!r}; use local or docker")
+        if self.executor not in EXECUTORS:
+            raise UsageError(f"unknown executor {self.executor!r}; use {' or '.join(EXECUTORS)}")
+
 
 @dataclass
 class RunSummary:
@@ -85,11 +94,12 @@ class RunSummary:
 
 
 def start_run(req: EvalRequest, settings: Settings, tasks: list[Task], *,
-              on_problem: Callable[[str], None] = lambda _m: None) -> tuple[RunStore, RunSummary]:
-    """Create the run folder and store: the selected tasks and every sample to evaluate."""
-    modes = sum([req.samples is not None, req.ground_truth, req.blank])
-    if modes != 1:
-        raise UsageError("give exactly one of --samples FILE, --ground-truth or --blank")
+              on_problem: Callable[[str], None] = lambda _m: None,
+              fallback: Resolver = lambda _id: None) -> tuple[RunStore, RunSummary]:
+    """Create the run folder and store: the selected tasks and every sample to evaluate. Sample ids the
+    selected tasks do not know are asked of `fallback`: a task outside the selection is left out (counted),
+    an `Unavailable` one is a problem with its reason, an unknown one a problem too."""
+    req.check()
     if not tasks:
         raise TaskError("no tasks selected", hint="build them with `coderun tasks build PROJECT`, "
                         "or check --project / --level")
@@ -100,7 +110,7 @@ def start_run(req: EvalRequest, settings: Settings, tasks: list[Task], *,
     _save_environment(store, RunEnvironment(coderun=coderun_environment()))
     store.add_tasks(RunTask.from_task(t) for t in tasks)
     summary = RunSummary(run_dir)
-    store.add_samples(_samples(req, tasks, summary, on_problem))
+    store.add_samples(_samples(req, tasks, summary, on_problem, fallback))
     summary.samples = len(store.samples())
     return store, summary
 
@@ -128,11 +138,11 @@ def _config(req: EvalRequest, tasks: list[Task], settings: Settings) -> dict:
 
 
 def _samples(req: EvalRequest, tasks: list[Task], summary: RunSummary,
-             on_problem: Callable[[str], None]) -> list[Sample]:
+             on_problem: Callable[[str], None], fallback: Resolver) -> list[Sample]:
     if req.ground_truth or req.blank:
         make = _original_code if req.ground_truth else _blank_code
         return [Sample(task_id=t.task_id, index=0, code=make(t), hash=code_hash(make(t))) for t in tasks]
-    loaded = read_samples(req.samples, resolver_from_tasks(tasks))
+    loaded = read_samples(req.samples, first_of(resolver_from_tasks(tasks), fallback))
     for p in loaded.problems:
         msg = f"{req.samples}:{p.line}: {p.kind.value}: {p.message}"
         summary.problems.append(msg)

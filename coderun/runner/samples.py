@@ -11,7 +11,8 @@ Two formats, detected per line:
   for reports; grading never reads them.
 
 Bad lines do not stop loading: malformed JSON or records, unknown task ids and empty samples become
-`SampleProblem`s with their line numbers. A sample's `index` is its position among the samples of its task
+`SampleProblem`s with their line numbers; so do known ids whose task cannot be evaluated (the resolver
+answers `Unavailable` with the reason, e.g. the task was declared but not verified). A sample's `index` is its position among the samples of its task
 in input order, counting the empty ones, so indices match the input (CoderEval's `generate_results` order).
 """
 
@@ -24,6 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
@@ -39,6 +41,8 @@ class SampleKind(str, Enum):
 class ProblemKind(str, Enum):
     MALFORMED = "malformed"        # not JSON, not an object, no task id, no code field, wrong types
     UNKNOWN_TASK = "unknown_task"  # the resolver does not know the task id
+    UNVERIFIED = "unverified_task"  # a known task whose tests were not verified (weak, flaky, uncovered...)
+    UNBUILT = "unbuilt_task"       # a declared task whose project's tasks failed to build or lack it
     EMPTY = "empty"                # the code is blank
 
 
@@ -81,7 +85,16 @@ class TaskRef:
     prompt: str
 
 
-Resolver = Callable[[str], TaskRef | None]
+@dataclass(frozen=True)
+class Unavailable:
+    """A task id the resolver knows but cannot evaluate, and why (one line, shown as the problem)."""
+
+    task_id: str
+    kind: ProblemKind
+    reason: str
+
+
+Resolver = Callable[[str], TaskRef | Unavailable | None]
 
 
 def default_prompt(task: Task) -> str:
@@ -101,6 +114,17 @@ def resolver_from_tasks(tasks: Iterable[Task], prompt: Callable[[Task], str] = d
     return table.get
 
 
+def first_of(*resolvers: Resolver) -> Resolver:
+    """A resolver asking each of `resolvers` in turn; the first answer that is not None wins."""
+    def resolve(task_id: str) -> TaskRef | Unavailable | None:
+        for r in resolvers:
+            if (ref := r(task_id)) is not None:
+                return ref
+        return None
+    return resolve
+
+
+_T = TypeVar("_T")
 _CODE_FIELDS = ("solution", "completion")
 _CODEREVAL_KEEP = ("project", "file_path", "name", "level")
 
@@ -137,7 +161,7 @@ def _coderun_record(record: dict, resolver: Resolver) -> list[_Raw]:
     if kind is SampleKind.COMPLETION and text.strip():
         if prompt is None:
             ref = resolver(task_id)
-            prompt = ref.prompt if ref is not None else ""
+            prompt = ref.prompt if isinstance(ref, TaskRef) else ""
         text = prompt + text
     return [_Raw(task_id, text, kind, metadata)]
 
@@ -192,6 +216,9 @@ def parse_samples(lines: Iterable[str], resolver: Resolver) -> LoadedSamples:
                 problems.append(SampleProblem(line=number, kind=ProblemKind.UNKNOWN_TASK, task_id=raw.input_id,
                                               message=f"unknown task id {raw.input_id!r}"))
                 break   # every sample of this line has the same id
+            if isinstance(ref, Unavailable):
+                problems.append(SampleProblem(line=number, kind=ref.kind, task_id=ref.task_id, message=ref.reason))
+                break
             index = counters[ref.task_id]
             counters[ref.task_id] += 1
             if not raw.code.strip():
@@ -205,9 +232,28 @@ def parse_samples(lines: Iterable[str], resolver: Resolver) -> LoadedSamples:
 
 def read_samples(path: Path, resolver: Resolver) -> LoadedSamples:
     """Samples of a JSON-lines file; a missing or unreadable file is a usage error."""
+    return _read(path, lambda handle: parse_samples(handle, resolver))
+
+
+def read_sample_ids(path: Path) -> list[str]:
+    """The task ids a JSON-lines samples file names, as written, in order, once each (bad lines skipped):
+    what to build before the samples can be resolved."""
+    def ids(handle: Iterable[str]) -> list[str]:
+        seen: dict[str, None] = {}
+        for line in handle:
+            try:
+                raws = _records(line, lambda _id: None) if line.strip() else []
+            except _Bad:
+                continue
+            seen.update((r.input_id, None) for r in raws)
+        return list(seen)
+    return _read(path, ids)
+
+
+def _read(path: Path, read: Callable[[Iterable[str]], _T]) -> _T:
     try:
         with path.open(encoding="utf-8") as handle:
-            return parse_samples(handle, resolver)
+            return read(handle)
     except FileNotFoundError:
         raise UsageError(f"samples file not found: {path}") from None
     except (OSError, UnicodeDecodeError) as exc:

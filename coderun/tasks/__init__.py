@@ -2,6 +2,7 @@
 
     build_tasks(manifest, settings, backend="local", include_weak=False) -> TaskBuildReport
     load_tasks(settings, project=None, level=None, include_weak=False, status=None) -> list[Task]
+    built_projects(settings) -> set of project names whose tasks are stored
     find_task(settings, "project/pkg/mod.py::Class.method" or an alias) -> Task
 
 Stages: `discovery` (which functions), `coverage_map` (which tests reach each), `verify` (the original
@@ -18,7 +19,12 @@ from coderun.records import Level, Task, TaskStatus
 from coderun.tasks import store
 from coderun.tasks.build import ProjectTaskReport, TaskBuildReport, build_tasks, in_benchmark
 
-__all__ = ["ProjectTaskReport", "TaskBuildReport", "build_tasks", "find_task", "load_tasks"]
+__all__ = ["ProjectTaskReport", "TaskBuildReport", "build_tasks", "built_projects", "find_task", "load_tasks"]
+
+
+def built_projects(settings: Settings) -> set[str]:
+    """Projects whose tasks are stored (a build finished, whatever it found)."""
+    return set(store.build_reports(settings))
 
 
 def load_tasks(settings: Settings, project: str | None = None, level: Level | str | None = None,
