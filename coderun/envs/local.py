@@ -2,6 +2,8 @@
 
 Layout of `$CODERUN_HOME/envs/<project>-<key>/` (key = hash of python version, install spec, commit):
     venv/            the virtual environment (dependencies, pytest, coverage; never the project's code)
+    project/         only with `install.pre_install`: the checkout after those commands, the tree that
+                     the baseline, tasks build and evaluation all use (`LocalEnv.checkout` points here)
     env.json         what built it and how long it took
     baseline.json    every test's outcome on the original code (coderun.records.Baseline)
     logs/            pip and test logs
@@ -20,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from coderun.config import Settings
@@ -75,6 +77,8 @@ def _env_for(manifest: Manifest, settings: Settings, co: Checkout) -> LocalEnv:
     path = settings.envs / f"{manifest.name}-{key}"
     # The venv depends on the install spec only; the baseline also on how the tests are run.
     tests_key = hashlib.sha256(manifest.tests.model_dump_json().encode()).hexdigest()[:16]
+    if manifest.install.pre_install:  # every stage uses the tree the commands prepared, never the bare checkout
+        co = replace(co, path=path / "project")
     return LocalEnv(manifest.name, path, path / "venv" / "bin" / "python", co, key, tests_key)
 
 
@@ -183,18 +187,16 @@ def build_local_env(manifest: Manifest, settings: Settings, *, force: bool = Fal
     env.logs.mkdir(parents=True)
     started = time.monotonic()
     with Steps(f"env {manifest.name}") as steps, tempfile.TemporaryDirectory(prefix="coderun-build-") as tmp:
-        tree = Path(tmp) / "tree"
-        shutil.copytree(co.path, tree, symlinks=True, ignore=shutil.ignore_patterns(".git"))
         venv = env.path / "venv"
         with steps.step("create venv"):
             _check(_run([str(python), "-m", "venv", str(venv)], env.logs / "venv.log", step="venv"),
                    env.logs / "venv.log", "creating the venv")
         venv_env = _venv_env(venv)
-        for i, command in enumerate(manifest.install.pre_install):
-            with steps.step(f"pre_install {i + 1}"):
-                log = env.logs / "pre_install.log"
-                _check(_run(["sh", "-c", command], log, cwd=tree, env=venv_env, step="pre_install"),
-                       log, f"pre_install command {command!r}")
+        if manifest.install.pre_install:
+            _prepare_tree(manifest, co.path, env, venv_env, steps)
+        # pip and the baseline run in a throwaway copy: in-tree builds and caches stay out of the kept tree.
+        tree = Path(tmp) / "tree"
+        shutil.copytree(env.checkout.path, tree, symlinks=True, ignore=shutil.ignore_patterns(".git"))
         with steps.step("install dependencies"):
             log = env.logs / "pip.log"
             cmd = [str(env.python), "-m", "pip", "install", "--disable-pip-version-check",
@@ -210,6 +212,16 @@ def build_local_env(manifest: Manifest, settings: Settings, *, force: bool = Fal
             "build_seconds": round(time.monotonic() - started, 1), "counts": baseline.counts()}
     (env.path / "env.json").write_text(json.dumps(meta, indent=1))
     return env
+
+
+def _prepare_tree(manifest: Manifest, source: Path, env: LocalEnv, venv_env: dict[str, str], steps: Steps) -> None:
+    """Copy the checkout to `env.checkout.path` and run the manifest's pre_install commands there."""
+    shutil.copytree(source, env.checkout.path, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+    log = env.logs / "pre_install.log"
+    for i, command in enumerate(manifest.install.pre_install):
+        with steps.step(f"pre_install {i + 1}"):
+            _check(_run(["sh", "-c", command], log, cwd=env.checkout.path, env=venv_env, step="pre_install"),
+                   log, f"pre_install command {command!r}")
 
 
 def _rerun_baseline(manifest: Manifest, env: LocalEnv) -> LocalEnv:

@@ -206,12 +206,14 @@ def _projects(names: list[str], config: dict, settings: Settings, backend: str,
     for name in names:
         manifest = find_manifest(str(manifests.get(name) or name), settings)
         co = checkout(manifest, settings)
-        tree, co_commit = co.path, co.commit
+        spec = project_sandbox_spec(manifest, settings, backend)
+        # The local sandbox's tree is the checkout after install.pre_install; the original sources come from it.
+        tree, co_commit = (Path(spec.project_dir) if backend == "local" else co.path), co.commit
         commits = {t.commit for t in tasks.values() if t.project == name}
         if commits - {co_commit}:
             raise TaskError(f"{name}: the run's tasks were built at {sorted(commits)[0][:12]} but the source is "
                             f"now at {co_commit[:12]}", hint=f"rebuild them: coderun tasks build {name}")
-        out[name] = _Project(manifest, project_sandbox_spec(manifest, settings, backend), tree,
+        out[name] = _Project(manifest, spec, tree,
                              _top_level_packages(tree / manifest.import_root))
     return out
 
