@@ -82,7 +82,7 @@ def _checkout_git(name: str, url: str, rev: str, manifest: Manifest, settings: S
     except git.GitCommandError as e:
         raise SourceError(f"{name}: git failed for {url} at {rev!r}: {e.stderr.strip() or e}",
                           hint="check the url and rev in the manifest's source.git") from None
-    return _worktree(name, mirror, commit, "git", settings)
+    return _worktree(name, mirror, commit, "git", settings, upstream=url)
 
 
 def _mirror(url: str, mirror: Path) -> git.Repo:
@@ -112,11 +112,15 @@ def _resolve_rev(repo: git.Repo, rev: str) -> str:
                       hint="use a tag, a branch or a full commit sha that the repository has")
 
 
-def _worktree(name: str, repo_dir: Path, commit: str, kind: str, settings: Settings) -> Checkout:
+def _worktree(name: str, repo_dir: Path, commit: str, kind: str, settings: Settings,
+              upstream: str | None = None) -> Checkout:
+    """A clone of `repo_dir` at `commit`, with its submodules at their recorded commits (git keeps
+    symlinks as links). `upstream` is the URL relative submodule URLs are resolved against."""
     dest = settings.sources / f"{name}-{commit[:12]}"
     if (dest / ".git").exists():
-        head = git.Repo(dest).head.commit.hexsha
-        if head == commit and not git.Repo(dest).is_dirty(untracked_files=True):
+        repo = git.Repo(dest)
+        if repo.head.commit.hexsha == commit and not repo.is_dirty(untracked_files=True) \
+                and _submodules_ready(repo):
             return Checkout(name, dest, commit, kind)
         shutil.rmtree(dest)  # modified in place by someone: restore a clean tree
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -124,12 +128,33 @@ def _worktree(name: str, repo_dir: Path, commit: str, kind: str, settings: Setti
     try:
         clone = git.Repo.clone_from(str(repo_dir), tmp / "t", no_checkout=True)
         clone.git.checkout("--detach", commit)
+        if (tmp / "t" / ".gitmodules").is_file():
+            _update_submodules(clone, upstream)
         (tmp / "t").rename(dest)
     except git.GitCommandError as e:
         raise SourceError(f"{name}: cannot check out {commit}: {e.stderr.strip() or e}") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return Checkout(name, dest, commit, kind)
+
+
+def _submodules_ready(repo: git.Repo) -> bool:
+    """Every submodule checked out at the commit the superproject records ('-' uninitialised, '+' moved)."""
+    if not (Path(repo.working_tree_dir) / ".gitmodules").is_file():
+        return True
+    status = repo.git.submodule("status", "--recursive")
+    return not any(line[:1] in ("-", "+", "U") for line in status.splitlines())
+
+
+def _update_submodules(clone: git.Repo, upstream: str | None) -> None:
+    if upstream:  # relative submodule URLs (../lib.git) name siblings of the upstream, not of the mirror
+        clone.git.config("remote.origin.url", upstream)
+    # git refuses file:// submodules by default (CVE-2022-39253); a source that is itself local is the
+    # user's own machine, so its local submodules are allowed, and only then.
+    local = upstream is not None and (upstream.startswith("file://") or "://" not in upstream
+                                      and not re.match(r"^[\w.-]+@[\w.-]+:", upstream))
+    opts = ["-c", "protocol.file.allow=always"] if local else []
+    clone.git.execute(["git", *opts, "submodule", "update", "--init", "--recursive"])
 
 
 # ---------------------------------------------------------------------------------- snapshots
