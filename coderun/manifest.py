@@ -5,6 +5,7 @@ A manifest is converted once, here, into a frozen `Manifest`; every later stage 
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import re
@@ -62,6 +63,16 @@ class Install(_Strict):
     apt: list[str] = Field(default_factory=list, description="Debian packages (docker backend only)")
     pre_install: list[str] = Field(default_factory=list, description="shell commands run in the "
                                    "source tree before pip")
+    resolve_as_of: dt.date | None = Field(None, description="resolve dependencies among the releases up to "
+                                          "this day (default for git sources: the commit's date)")
+
+
+    def key_data(self) -> dict:
+        """The fields for build keys; an unset resolve_as_of is left out, so keys made before it existed hold."""
+        data = self.model_dump(mode="json")
+        if data.get("resolve_as_of") is None:
+            data.pop("resolve_as_of", None)
+        return data
 
 
 class IgnoredTest(_Strict):
@@ -136,7 +147,7 @@ class Manifest(_Strict):
 
     def install_hash(self, *parts: str) -> str:
         payload = json.dumps(
-            {"python": self.python, "install": self.install.model_dump(mode="json")}, sort_keys=True)
+            {"python": self.python, "install": self.install.key_data()}, sort_keys=True)
         return hashlib.sha256((payload + "|".join(parts)).encode()).hexdigest()[:16]
 
 

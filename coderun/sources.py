@@ -211,7 +211,7 @@ def download_sdist(requirement: str, settings: Settings) -> Path:
         return cached[0]
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="coderun-sdist-", dir=cache) as tmp:
-        cmd = [*_pip(), "download", "--no-deps", "--no-binary", ":all:", "--disable-pip-version-check",
+        cmd = [*pip_command(), "download", "--no-deps", "--no-binary", ":all:", "--disable-pip-version-check",
                "--dest", tmp, requirement]
         proc = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
         got = [p for p in Path(tmp).iterdir() if pattern.match(p.name)]
@@ -225,7 +225,7 @@ def download_sdist(requirement: str, settings: Settings) -> Path:
     return dest
 
 
-def _pip() -> list[str]:
+def pip_command() -> list[str]:
     """pip of coderun's own interpreter, else the one on PATH (a `uv tool` install has no pip)."""
     if importlib.util.find_spec("pip") is not None:
         return [sys.executable, "-m", "pip"]

@@ -109,7 +109,7 @@ def plan_image(manifest: Manifest, settings: Settings, client: docker.DockerClie
                base: BaseStrategy | None = None) -> ImagePlan:
     co = checkout(manifest, settings)
     spec = base_spec(client, manifest.python, base, tuple(manifest.install.apt))
-    install = json.dumps(manifest.install.model_dump(mode="json"), sort_keys=True)
+    install = json.dumps(manifest.install.key_data(), sort_keys=True)
     # The project's own wheel (install.project / extras) is in the deps layer, so then it is per commit.
     needs_tree = manifest.install.project or bool(manifest.install.extras)
     deps_key = dockerlib.content_hash(

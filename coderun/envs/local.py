@@ -13,6 +13,7 @@ function is what the tests see, never an installed version.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import os
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from coderun.config import Settings
 from coderun.envs.progress import Steps
+from coderun.envs.resolve import COVERAGE
 from coderun.errors import EnvironmentBuildError
 from coderun.manifest import Manifest
 from coderun.records import Baseline
@@ -52,6 +54,11 @@ class LocalEnv:
         return self.path / "baseline.json"
 
     @property
+    def resolved_path(self) -> Path:
+        """The pinned requirements when the dependencies were resolved as of a date."""
+        return self.path / "resolved.txt"
+
+    @property
     def logs(self) -> Path:
         return self.path / "logs"
 
@@ -73,7 +80,9 @@ class LocalEnv:
 def _env_for(manifest: Manifest, settings: Settings, co: Checkout) -> LocalEnv:
     interpreter, _ = find_python(manifest.python)
     # The interpreter actually used is part of the key: installing python3.9 later rebuilds.
-    key = manifest.install_hash(co.commit, ENV_RECIPE_VERSION, _version_of(str(interpreter)) or "")
+    as_of = resolve_date(manifest, co)  # a git source's commit date when the manifest gives none
+    key = manifest.install_hash(co.commit, ENV_RECIPE_VERSION, _version_of(str(interpreter)) or "",
+                                *([f"as-of {as_of}"] if as_of else []))
     path = settings.envs / f"{manifest.name}-{key}"
     # The venv depends on the install spec only; the baseline also on how the tests are run.
     tests_key = hashlib.sha256(manifest.tests.model_dump_json().encode()).hexdigest()[:16]
@@ -148,8 +157,44 @@ def _check(proc: subprocess.CompletedProcess, log: Path, step: str, hint: str | 
                                     log_tail=_tail(log), hint=hint)
 
 
-def pip_requirements(manifest: Manifest, tree: Path) -> list[str]:
-    """pip arguments that install the manifest's dependencies (and test tooling) from `tree`."""
+def resolve_date(manifest: Manifest, co: Checkout) -> dt.date | None:
+    """The day the dependencies are resolved as of: `install.resolve_as_of`, else a git source's commit
+    date; None resolves today's releases (sdists and directories carry no date of their own)."""
+    if manifest.install.resolve_as_of is not None:
+        return manifest.install.resolve_as_of
+    if co.kind != "git":
+        return None
+    out = subprocess.run(["git", "show", "-s", "--format=%cs", co.commit], cwd=co.path, capture_output=True,
+                         text=True, stdin=subprocess.DEVNULL)
+    if out.returncode != 0:
+        raise EnvironmentBuildError(f"{manifest.name}: cannot read the date of commit {co.commit[:12]}: "
+                                    f"{out.stderr.strip()}", hint="set install.resolve_as_of in the manifest")
+    return dt.date.fromisoformat(out.stdout.strip())
+
+
+def _resolve(manifest: Manifest, env: LocalEnv, tree: Path, as_of: dt.date, venv_env: dict[str, str]) -> None:
+    """Pin the manifest's requirements as of `as_of` into `resolved.txt` (see coderun.envs.resolve)."""
+    from coderun.envs.resolve import compile_requirements
+    from coderun.sources import pip_command
+
+    args = pip_requirements(manifest, tree, dated=True)
+    lines, i = [], 0
+    while i < len(args):  # pip arguments to requirements-file lines: `-r FILE` stays one line
+        if args[i] == "-r":
+            lines.append(f"-r {args[i + 1]}")
+            i += 2
+        else:
+            lines.append(args[i])
+            i += 1
+    req_in = env.path / "requirements.in"
+    req_in.write_text("\n".join(lines) + "\n")
+    compile_requirements(req_in, env.resolved_path, python=env.python, as_of=as_of, pip=pip_command(),
+                         pip_args=list(manifest.install.pip_args), log=env.logs / "resolve.log", env=venv_env)
+
+
+def pip_requirements(manifest: Manifest, tree: Path, *, dated: bool = False) -> list[str]:
+    """pip arguments that install the manifest's dependencies (and test tooling) from `tree`. `dated`:
+    they are resolved as of a date, and coverage, coderun's instrument, needs a floor of its own."""
     args: list[str] = list(manifest.install.requirements)
     for f in manifest.install.requirements_files:
         if not (tree / f).is_file():
@@ -160,7 +205,8 @@ def pip_requirements(manifest: Manifest, tree: Path) -> list[str]:
         extras = f"[{','.join(manifest.install.extras)}]" if manifest.install.extras else ""
         args.append(f"{tree}{extras}")
     named = {re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0].lower() for r in manifest.install.requirements}
-    args += [spec for name, spec in _TOOLING.items() if name not in named]
+    tooling = {**_TOOLING, "coverage": COVERAGE} if dated else _TOOLING
+    args += [spec for name, spec in tooling.items() if name not in named]
     return args
 
 
@@ -197,17 +243,22 @@ def build_local_env(manifest: Manifest, settings: Settings, *, force: bool = Fal
         # pip and the baseline run in a throwaway copy: in-tree builds and caches stay out of the kept tree.
         tree = Path(tmp) / "tree"
         shutil.copytree(env.checkout.path, tree, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+        as_of = resolve_date(manifest, co)
+        if as_of is not None:
+            with steps.step(f"resolve dependencies as of {as_of}"):
+                _resolve(manifest, env, tree, as_of, venv_env)
         with steps.step("install dependencies"):
             log = env.logs / "pip.log"
+            reqs = ["-r", str(env.resolved_path)] if as_of else pip_requirements(manifest, tree)
             cmd = [str(env.python), "-m", "pip", "install", "--disable-pip-version-check",
-                   *manifest.install.pip_args, *pip_requirements(manifest, tree)]
+                   *manifest.install.pip_args, *reqs]
             _check(_run(cmd, log, cwd=tree, env=venv_env, step="pip install"), log, "pip install",
                    hint="check install.requirements in the manifest")
         with steps.step("baseline test run"):
             baseline = run_baseline(manifest, env, tree, venv_env)
     env.baseline_path.write_text(baseline.model_dump_json(indent=1))
     meta = {"project": manifest.name, "key": env.key, "tests_key": env.tests_key, "commit": co.commit,
-            "python": str(python),
+            "python": str(python), "resolved_as_of": as_of.isoformat() if as_of else None,
             "python_version": _version_of(str(env.python)), "exact_python": exact,
             "build_seconds": round(time.monotonic() - started, 1), "counts": baseline.counts()}
     (env.path / "env.json").write_text(json.dumps(meta, indent=1))

@@ -1,0 +1,159 @@
+"""Dependencies as of a date: the versions a project's own era would have installed.
+
+A manifest's requirements are mostly unpinned, and today's releases (pytest 9 for a 2019 project) break old
+test suites. `uv pip compile --exclude-newer DATE` resolves them among the files uploaded before DATE, for
+the environment's interpreter; pip then installs exactly that pinned set, recorded in the env folder
+(`resolved.txt`).
+
+uv reads its own configuration, not pip's. So that a user behind a mirror configures nothing for coderun,
+pip's index settings (`pip config list`, which includes the PIP_* variables) are passed on: index-url,
+extra-index-url, find-links, no-index, trusted-host, cert; and pip's way of choosing among indexes (the best
+version from any of them) is uv's `unsafe-best-match`. A local index or find-links folder that does not
+exist is left out, as pip ignores it too. Files of an index that gives no upload time cannot be dated, and uv
+leaves them out.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+from urllib.parse import urlparse
+
+from coderun.errors import EnvironmentBuildError
+
+# coverage is coderun's instrument, not the project's: dynamic contexts need 5.0, whatever the date.
+COVERAGE = "coverage>=5"
+
+
+def uv_binary() -> str:
+    """The uv that was installed with coderun (a dependency), else one on PATH."""
+    exe = Path(sysconfig.get_path("scripts")) / "uv"
+    if exe.is_file():
+        return str(exe)
+    beside = Path(sys.executable).parent / "uv"
+    if beside.is_file():
+        return str(beside)
+    try:
+        from uv import find_uv_bin
+
+        return find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        raise EnvironmentBuildError("resolving dependencies as of a date needs uv, which is not installed",
+                                    hint="pip install uv (a dependency of coderun)") from None
+
+
+def pip_config(pip: list[str]) -> dict[str, str]:
+    """pip's settings by key (`index-url`, …), the most specific scope winning: PIP_* variables, then
+    the `install` section, then `global`."""
+    proc = subprocess.run([*pip, "config", "list"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    rank = {":env:": 3, "install": 2, "global": 1}
+    best: dict[str, tuple[int, str]] = {}
+    for line in proc.stdout.splitlines():
+        m = re.match(r"^([^.=]+|:env:)\.([\w-]+)='(.*)'$", line.strip())
+        if not m or m.group(1) not in rank:
+            continue
+        scope, key, value = rank[m.group(1)], m.group(2), m.group(3)
+        if key not in best or scope > best[key][0]:
+            best[key] = (scope, value)
+    return {k: v for k, (_, v) in best.items()}
+
+
+def _exists(location: str) -> bool:
+    """False only for a local path or file:// URL that is not there (pip ignores those with a warning)."""
+    if "://" in location and not location.startswith("file://"):
+        return True
+    path = urlparse(location).path if location.startswith("file://") else location
+    return Path(path).exists()
+
+
+def uv_index_args(config: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """uv arguments and environment variables that give uv pip's index configuration."""
+    args: list[str] = []
+    if config.get("no-index", "").lower() in ("1", "true", "yes", "on"):
+        args.append("--no-index")
+    if config.get("index-url"):
+        args += ["--index-url", config["index-url"]]
+    for url in config.get("extra-index-url", "").split():
+        if _exists(url):
+            args += ["--extra-index-url", url]
+    for loc in config.get("find-links", "").split():
+        if _exists(loc):
+            args += ["--find-links", loc]
+    for host in config.get("trusted-host", "").split():
+        args += ["--allow-insecure-host", host]
+    env = {}
+    if config.get("cert") and "SSL_CERT_FILE" not in os.environ:
+        env["SSL_CERT_FILE"] = config["cert"]
+    return args, env
+
+
+def exclude_newer(day: dt.date) -> str:
+    """Everything uploaded on `day` counts as of `day`."""
+    return f"{day.isoformat()}T23:59:59Z"
+
+
+def compile_requirements(requirements_in: Path, out: Path, *, python: Path, as_of: dt.date, pip: list[str],
+                         pip_args: list[str], log: Path, env: dict[str, str]) -> list[str]:
+    """Pin `requirements_in` as of `as_of` for `python` into `out` (uv pip compile); returns the packages
+    that had to be taken from after the date.
+
+    A package with no release left from before the date (its old files were deleted, as atomicwrites' were
+    in 2022) would make the whole set unresolvable: it is taken without the date, and said so in the log.
+    """
+    index_args, index_env = uv_index_args(pip_config(pip))
+    run_env = {**env, **index_env, "UV_PYTHON_DOWNLOADS": "never",
+               "UV_INDEX_STRATEGY": os.environ.get("UV_INDEX_STRATEGY", "unsafe-best-match")}
+    undated = ["coverage"]  # coderun's instrument, not the project's: dynamic contexts need 5.0
+    log.parent.mkdir(parents=True, exist_ok=True)
+    for _attempt in range(_MAX_UNDATED):
+        latest = exclude_newer(dt.date.today() + dt.timedelta(days=1))
+        cmd = [uv_binary(), "pip", "compile", str(requirements_in), "-o", str(out), "--python", str(python),
+               "--exclude-newer", exclude_newer(as_of),
+               *[a for p in undated for a in ("--exclude-newer-package", f"{p}={latest}")],
+               "--no-header", "--no-annotate", *index_args, *_compile_args(pip_args)]
+        with log.open("a") as fh:
+            fh.write(f"$ {' '.join(cmd)}\n")
+            fh.flush()
+            proc = subprocess.run(cmd, env=run_env, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                  text=True)
+        if proc.returncode == 0:
+            return undated[1:]
+        text = log.read_text(errors="replace")
+        gone = [p for p in re.findall(r"`([\w.-]+)` was filtered by `exclude-newer`", text.rsplit("$ ", 1)[-1])
+                if p not in undated]
+        if not gone:
+            break
+        with log.open("a") as fh:
+            fh.write(f"# no release of {', '.join(gone)} is left from before {as_of}: taken without the date\n")
+        undated += gone
+    tail = "\n".join(line for line in log.read_text(errors="replace").splitlines()
+                     if "is missing an upload date" not in line)[-2000:]
+    raise EnvironmentBuildError(
+        f"resolving the dependencies as of {as_of} failed (uv exit {proc.returncode})", log_path=str(log),
+        log_tail=tail, hint="check install.requirements, or move install.resolve_as_of in the manifest")
+
+
+_MAX_UNDATED = 6
+
+
+def _compile_args(pip_args: list[str]) -> list[str]:
+    """The pip_args that change what is resolved (the rest only concern installing)."""
+    keep = {"--pre", "--index-url", "-i", "--extra-index-url", "--find-links", "-f", "--no-index",
+            "-c", "--constraint"}
+    with_value = {"--index-url", "-i", "--extra-index-url", "--find-links", "-f", "-c", "--constraint"}
+    out, i = [], 0
+    while i < len(pip_args):
+        a = pip_args[i]
+        name = a.split("=", 1)[0]
+        if name in keep:
+            out.append(a)
+            if name in with_value and "=" not in a and i + 1 < len(pip_args):
+                out.append(pip_args[i + 1])
+                i += 1
+        i += 1
+    return out
