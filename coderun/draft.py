@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import configparser
+import datetime as dt
 import functools
 import re
 import shlex
@@ -26,7 +27,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from coderun.config import Settings
 from coderun.errors import ManifestError, UsageError
 from coderun.manifest import Manifest, parse_manifest
-from coderun.sources import Checkout, checkout
+from coderun.sources import Checkout, checkout, download_sdist
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -35,6 +36,10 @@ else:  # pragma: no cover - python 3.10
 
 # Minor versions of Python 3 a draft may choose from, oldest first.
 PY_MINORS = tuple(range(6, 14))
+# The day each Python 3 minor release came out.
+_PY_RELEASED = {6: dt.date(2016, 12, 23), 7: dt.date(2018, 6, 27), 8: dt.date(2019, 10, 14),
+                9: dt.date(2020, 10, 5), 10: dt.date(2021, 10, 4), 11: dt.date(2022, 10, 24),
+                12: dt.date(2023, 10, 2), 13: dt.date(2024, 10, 7)}
 _PYPI_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!_-]+")
 _TEST_EXTRAS = ("test", "tests", "testing", "dev", "develop", "development")
 # Tools a test run does not need; old pins of them are the usual reason a requirements file will not install.
@@ -89,7 +94,7 @@ def make_draft(source: str, settings: Settings, name: str | None = None) -> Draf
     if src.get("git"):  # record the commit that was read, so the draft is reproducible
         src = {"git": {"url": src["git"]["url"], "rev": co.commit}}
     meta = read_metadata(co.path)
-    b = _Builder(tree=co.path, meta=meta, warnings=list(warnings))
+    b = _Builder(tree=co.path, meta=meta, warnings=list(warnings), as_of=source_date(src, co, settings))
     data = b.build(name=_sanitize(name or meta.name or provisional), source=src, co=co)
     text = render(data, b.notes, source=source, co=co, warnings=b.warnings)
     try:
@@ -125,6 +130,46 @@ def resolve_source(source: str) -> tuple[dict, str, list[str]]:
                          hint=f'pin a PyPI package as "{s}==VERSION", or give a git URL or a directory')
     raise UsageError(f"cannot tell what {source!r} is",
                      hint='give a git URL (https://, ssh, file://), a local directory, or "pkg==version"')
+
+
+def source_date(src: dict, co: Checkout, settings: Settings) -> tuple[dt.date, str] | None:
+    """The day the source is from, and how that is known: a git commit's date, or the time the sdist was
+    made (its PKG-INFO's timestamp in the archive). A directory has none."""
+    if src.get("git"):
+        day = git.Repo(co.path).commit(co.commit).committed_datetime.astimezone(dt.timezone.utc).date()
+        return day, "resolve_as_of: the commit's date; dependencies are resolved among the releases up to then"
+    if not src.get("pypi"):
+        return None
+    archive = download_sdist(src["pypi"], settings)  # cached by the checkout just made
+    stamp = _pkg_info_mtime(archive)
+    if stamp is None:
+        return None
+    return stamp, ("resolve_as_of: the day the sdist was made (its PKG-INFO's timestamp); dependencies are "
+                   "resolved among the releases up to then")
+
+
+def _pkg_info_mtime(archive: Path) -> dt.date | None:
+    """The PKG-INFO timestamp of an sdist, unless it is a fixed reproducible-build one (0, 1980, hatch's)."""
+    import tarfile
+    import zipfile
+
+    try:
+        if archive.name.endswith(".zip"):
+            with zipfile.ZipFile(archive) as z:
+                info = next((i for i in z.infolist() if i.filename.count("/") <= 1
+                             and i.filename.endswith("PKG-INFO")), None)
+                stamp = dt.datetime(*info.date_time, tzinfo=dt.timezone.utc) if info else None
+        else:
+            with tarfile.open(archive) as t:
+                member = next((m for m in t.getmembers() if m.name.count("/") <= 1
+                               and m.name.endswith("PKG-INFO")), None)
+                stamp = dt.datetime.fromtimestamp(member.mtime, dt.timezone.utc) if member else None
+    except (OSError, tarfile.TarError, zipfile.BadZipFile):
+        return None
+    if stamp is None or stamp.year < 2000 or stamp.date() == dt.date(2020, 2, 2) \
+            or stamp.date() > dt.date.today():
+        return None
+    return stamp.date()
 
 
 def _dirty_warning(path: Path) -> list[str]:
@@ -560,6 +605,7 @@ class _Builder:
     tree: Path
     meta: Metadata
     warnings: list[str]
+    as_of: tuple[dt.date, str] | None = None
     notes: dict[str, list[str]] = field(default_factory=dict)
 
     def note(self, section: str, text: str) -> None:
@@ -576,6 +622,9 @@ class _Builder:
             data["import_root"] = import_root
         tests, plugins, imported = self.tests_section(import_root)
         install = self.install_section(plugins, imported, import_root)
+        if self.as_of:
+            install["resolve_as_of"] = self.as_of[0]
+            self.note("install", self.as_of[1])
         if install:
             data["install"] = install
         data["tests"] = tests
@@ -603,6 +652,13 @@ class _Builder:
         if self.meta.requires_python:
             evidence.insert(0, f"{self.meta.requires_python[0][1]} {self.meta.requires_python[0][0]!r}")
         chosen_from = [m for m in candidates if m in explicit] or candidates or sorted(explicit) or [11]
+        if self.as_of:  # a Python released after the source could not have been tested with it
+            day = self.as_of[0]
+            of_its_time = [m for m in chosen_from if _PY_RELEASED.get(m, dt.date.max) <= day]
+            later = sorted(set(chosen_from) - set(of_its_time))
+            if later and of_its_time:
+                evidence.append(f"3.{later[0]} and later came out after the source's date ({day})")
+                chosen_from = of_its_time
         installed = next((m for m in sorted(chosen_from, reverse=True) if _have_python(m)), None)
         pick = installed if installed is not None else max(chosen_from)
         why = "the highest of these with an interpreter on PATH" if installed is not None else \

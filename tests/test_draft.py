@@ -36,9 +36,13 @@ def make_repo(root: Path, files: dict[str, str], *, commit: bool = True) -> Path
 
 
 def draft(source: str | Path, home: Path) -> dict:
+    """The draft as data, without the date of today's commits (tests of the date look at it themselves)."""
     text = draft_manifest(str(source), Settings(home=home))
     parse_manifest(text, Path("draft.yaml"))  # every draft validates
-    return yaml.safe_load(text)
+    data = yaml.safe_load(text)
+    if data.get("install", {}).pop("resolve_as_of", None) and not data["install"]:
+        del data["install"]
+    return data
 
 
 def best_installed(minors: list[int]) -> str:
@@ -249,3 +253,35 @@ def test_drafted_manifest_builds_with_a_passing_baseline(tmp_path, requirement):
     counts = load_baseline(env).counts()
     ran = counts["passed"] + counts["failed"] + counts["error"]
     assert ran >= 15 and counts["passed"] >= 0.9 * ran, counts
+
+
+def test_git_draft_resolves_as_of_the_commit_date_with_a_python_of_its_time(tmp_path):
+    """A draft left requirements unpinned, so the env took today's releases for an old project; and it
+    chose a Python newer than the project, with which its era's build tools fail (distutils is gone)."""
+    root = tmp_path / "dated"
+    make_repo(root, {**PKG, "tests/test_add.py": TEST_ADD, "setup.py": textwrap.dedent("""\
+        from setuptools import setup
+        setup(name="dated", packages=["pkg"], python_requires=">=3.6",
+              classifiers=["Programming Language :: Python :: 3"])
+        """)}, commit=False)
+    repo = git.Repo.init(root)
+    with repo.git.custom_environment(**_IDENTITY, GIT_COMMITTER_DATE="2021-03-04T23:30:00-0500",
+                                     GIT_AUTHOR_DATE="2021-03-04T23:30:00-0500"):
+        repo.git.add("--all")
+        repo.git.commit("-q", "-m", "init")
+    text = draft_manifest(str(root), Settings(home=tmp_path / "home"))
+    assert load_manifest_text(text).install.resolve_as_of.isoformat() == "2021-03-05"  # in UTC
+    assert "# resolve_as_of: the commit's date" in text
+    assert yaml.safe_load(text)["python"] == best_installed([6, 7, 8, 9])  # 3.10 came out in October 2021
+    assert "3.10 and later came out after the source's date (2021-03-05)" in text
+
+
+def load_manifest_text(text: str):
+    return parse_manifest(text, Path("draft.yaml"))
+
+
+@pytest.mark.network
+def test_sdist_draft_resolves_as_of_the_day_the_sdist_was_made():
+    """cachetools 4.2.1 was released on 2021-01-24; its requirements must not take later releases."""
+    text = draft_manifest("cachetools==4.2.1", load_settings())
+    assert load_manifest_text(text).install.resolve_as_of.isoformat() == "2021-01-24"
