@@ -25,7 +25,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from coderun.config import Settings
-from coderun.errors import ManifestError, UsageError
+from coderun.errors import ManifestError, SourceError, UsageError
 from coderun.manifest import Manifest, parse_manifest
 from coderun.sources import Checkout, checkout, download_sdist
 
@@ -82,18 +82,37 @@ class Draft:
     warnings: tuple[str, ...]
 
 
-def draft_manifest(source: str, settings: Settings, name: str | None = None) -> str:
+def draft_manifest(source: str, settings: Settings, name: str | None = None, rev: str | None = None) -> str:
     """Commented YAML of a manifest for `source` (git URL, directory, or "pkg==version"); it validates."""
-    return make_draft(source, settings, name=name).text
+    return make_draft(source, settings, name=name, rev=rev).text
 
 
-def make_draft(source: str, settings: Settings, name: str | None = None) -> Draft:
+def _checkout_trying_tags(name: str, src: dict, settings: Settings) -> Checkout:
+    """The checkout of `src`; a release tag given as v1.2 or 1.2 is tried the other way too."""
+    try:
+        return checkout(Manifest(name=name, source=src, python="3.11"), settings)
+    except SourceError:
+        rev = src.get("git", {}).get("rev", "")
+        other = rev[1:] if re.fullmatch(r"v\d[\w.]*", rev) else f"v{rev}" if re.fullmatch(r"\d[\w.]*", rev) else None
+        if other is None:
+            raise
+        return checkout(Manifest(name=name, source={"git": {**src["git"], "rev": other}}, python="3.11"), settings)
+
+
+def make_draft(source: str, settings: Settings, name: str | None = None, rev: str | None = None) -> Draft:
     src, provisional, warnings = resolve_source(source)
-    probe = Manifest(name=_sanitize(name or provisional), source=src, python="3.11")
-    co = checkout(probe, settings)
+    if rev is not None:
+        if not src.get("git"):
+            raise UsageError(f"--rev {rev}: {source} is not a git source", hint="--rev is for git URLs and "
+                             "repositories; pin a PyPI package as pkg==version")
+        src = {"git": {"url": src["git"]["url"], "rev": rev}}
+    co = _checkout_trying_tags(_sanitize(name or provisional), src, settings)
     if src.get("git"):  # record the commit that was read, so the draft is reproducible
         src = {"git": {"url": src["git"]["url"], "rev": co.commit}}
     meta = read_metadata(co.path)
+    if not _has_tests(co.path):
+        message, hint = _no_tests_message(source, src, meta)
+        raise UsageError(message, hint=hint)
     b = _Builder(tree=co.path, meta=meta, warnings=list(warnings), as_of=source_date(src, co, settings))
     data = b.build(name=_sanitize(name or meta.name or provisional), source=src, co=co)
     text = render(data, b.notes, source=source, co=co, warnings=b.warnings)
@@ -130,6 +149,48 @@ def resolve_source(source: str) -> tuple[dict, str, list[str]]:
                          hint=f'pin a PyPI package as "{s}==VERSION", or give a git URL or a directory')
     raise UsageError(f"cannot tell what {source!r} is",
                      hint='give a git URL (https://, ssh, file://), a local directory, or "pkg==version"')
+
+
+def _has_tests(tree: Path) -> bool:
+    """Any file pytest or unittest would collect tests from (test_*.py / *_test.py, or one defining tests)."""
+    for f in tree.rglob("*.py"):
+        rel = f.relative_to(tree).parts
+        if any(p.startswith(".") or p in ("build", "dist", "node_modules") for p in rel[:-1]):
+            continue
+        named = _is_test_name(f.name) or f.stem in ("tests", "test") or f.parent.name in ("tests", "test", "testing")
+        if named and _test_kind(f):
+            return True
+    return False
+
+
+# Project URL labels that name the code's repository, best first (PEP 753 normalises to lowercase).
+_REPO_LABELS = ("source", "sourcecode", "source code", "repository", "code", "github", "gitlab", "homepage",
+                "home-page", "home")
+
+
+def repository_url(meta: Metadata) -> str | None:
+    """The project's repository from its metadata: a URL of the form https://host/owner/repo."""
+    by_label = {k.strip().lower(): v.strip() for k, v in meta.urls.items()}
+    for label in _REPO_LABELS:
+        url = by_label.get(label)
+        m = re.match(r"^(https://[^/\s]+/[\w.-]+/[\w.-]+?)(?:\.git)?/?$", url or "")
+        if m:
+            return m.group(1)
+    return None
+
+
+def _no_tests_message(source: str, src: dict, meta: Metadata) -> tuple[str, str]:
+    kind = "sdist" if src.get("pypi") else "source"
+    message = f"{source}: the {kind} has no tests (no test_*.py, *_test.py or tests/ module), so no task " \
+              "could be verified"
+    repo = None if src.get("git") else repository_url(meta)
+    if repo is None:
+        return message, "point `coderun projects add` at a checkout of the project's repository, which has the tests"
+    version = src["pypi"].partition("==")[2] if src.get("pypi") else meta.version
+    if not version:
+        return f"{message}; its repository probably has them: {repo}", f"coderun projects add {repo} --rev TAG"
+    return (f"{message}; its repository probably has them: {repo} (from the project's metadata)",
+            f"coderun projects add {repo} --rev v{version}   (the release's tag; {version} is tried too)")
 
 
 def source_date(src: dict, co: Checkout, settings: Settings) -> tuple[dt.date, str] | None:
@@ -195,6 +256,7 @@ def _sanitize(name: str) -> str:
 class Metadata:
     """What the packaging files declare (pyproject [project] > setup.cfg > setup.py > PKG-INFO)."""
     name: str | None = None
+    version: str | None = None  # an sdist's PKG-INFO Version
     summary: str | None = None
     requires_python: list[tuple[str, str]] = field(default_factory=list)  # (specifier, from file)
     classifiers: list[str] = field(default_factory=list)
@@ -207,6 +269,8 @@ class Metadata:
     package_dir: str | None = None  # e.g. "src"
     test_suite: str | None = None
     read_files: list[str] = field(default_factory=list)  # requirement files setup.py reads
+    py_modules: list[str] | None = None  # top-level modules the build ships, when declared
+    urls: dict[str, str] = field(default_factory=dict)  # project URLs by label (Source, Homepage, …)
     sources: list[str] = field(default_factory=list)
 
 
@@ -263,6 +327,8 @@ def _read_pyproject(tree: Path, meta: Metadata) -> None:
     if isinstance(py, str):
         meta.requires_python.insert(0, (_poetry_spec(py), "pyproject.toml [tool.poetry] python"))
     meta.classifiers = list(project.get("classifiers") or poetry.get("classifiers") or meta.classifiers)
+    meta.urls.update({k: v for k, v in (project.get("urls") or {}).items() if isinstance(v, str)})
+    meta.urls.update({k.capitalize(): poetry[k] for k in ("repository", "homepage") if isinstance(poetry.get(k), str)})
     if "dependencies" in project:
         meta.dependencies = list(project["dependencies"])
     elif "dependencies" in project.get("dynamic", []):
@@ -307,6 +373,8 @@ def _read_setup_cfg(tree: Path, meta: Metadata) -> None:
             meta.dependencies = _lines(opts["install_requires"])
         meta.tests_require += _lines(opts.get("tests_require"))
         meta.test_suite = opts.get("test_suite") or meta.test_suite
+        if opts.get("py_modules"):
+            meta.py_modules = _lines(opts["py_modules"])
         pdir = re.search(r"=\s*([\w./-]+)", opts.get("package_dir", ""))
         if pdir:
             meta.package_dir = pdir.group(1).strip("/")
@@ -323,10 +391,15 @@ def _read_pkg_info(tree: Path, meta: Metadata) -> None:
     if not path.is_file():
         return
     msg = HeaderParser().parsestr(path.read_text(encoding="utf-8", errors="replace"))
-    meta.name, meta.summary = msg.get("Name"), msg.get("Summary")
+    meta.name, meta.summary, meta.version = msg.get("Name"), msg.get("Summary"), msg.get("Version")
     if msg.get("Requires-Python"):
         meta.requires_python.append((msg["Requires-Python"], "PKG-INFO Requires-Python"))
     meta.classifiers = msg.get_all("Classifier") or []
+    if msg.get("Home-page") and msg["Home-page"] != "UNKNOWN":
+        meta.urls.setdefault("Homepage", msg["Home-page"])
+    for entry in msg.get_all("Project-URL") or []:
+        label, _, url = entry.partition(",")
+        meta.urls.setdefault(label.strip(), url.strip())
     reqs = msg.get_all("Requires-Dist") or []
     if reqs:
         meta.dependencies = []
@@ -445,6 +518,13 @@ def _apply_setup_kwargs(kwargs: dict[str, object], meta: Metadata, *, complete: 
     meta.namespace |= bool(kwargs.get("namespace_packages"))
     if isinstance(kwargs.get("test_suite"), str):
         meta.test_suite = kwargs["test_suite"]  # type: ignore[assignment]
+    if strs(kwargs.get("py_modules")) is not None:
+        meta.py_modules = strs(kwargs["py_modules"])
+    if isinstance(kwargs.get("url"), str):
+        meta.urls.setdefault("Homepage", kwargs["url"])  # type: ignore[arg-type]
+    if isinstance(kwargs.get("project_urls"), dict):
+        meta.urls.update({k: v for k, v in kwargs["project_urls"].items()  # type: ignore[union-attr]
+                          if isinstance(k, str) and isinstance(v, str)})
     if "use_scm_version" in kwargs or "setuptools_scm" in str(kwargs.get("setup_requires", "")):
         meta.vcs_version = True
 
@@ -716,8 +796,9 @@ class _Builder:
                 pkgs.append(rel)
             elif p.suffix == ".py" and p.name not in ("setup.py", "conftest.py", "noxfile.py", "fabfile.py",
                                                       "tasks.py", "conf.py", "versioneer.py") \
-                    and not _is_test_name(p.name):
-                mods.append(rel)
+                    and not _is_test_name(p.name) \
+                    and (self.meta.py_modules is None or p.stem in self.meta.py_modules):
+                mods.append(rel)  # with py_modules declared, a root benchmark.py is not the project's
         return pkgs, mods
 
     # -- tests -------------------------------------------------------------------------------------
@@ -760,6 +841,7 @@ class _Builder:
         if from_tox:
             self.note("tests", "paths from the test command in tox.ini")
             return from_tox
+        # A tests/ or test/ suite comes before any other file a CI script mentions (a root benchmark.py).
         if self.meta.test_suite:
             cand = self.meta.test_suite.split(":")[0].replace(".", "/")
             for c in (cand, f"{cand}.py", f"{import_root}/{cand}", f"{import_root}/{cand}.py"):
@@ -794,7 +876,7 @@ class _Builder:
             if not any(w in ("pytest", "py.test") or w.endswith("/pytest") for w in words[:3]):
                 continue
             paths = [w.rstrip("/") for w in words[1:] if not w.startswith(("-", "{")) and w != "pytest"
-                     and (self.tree / w).exists()]
+                     and (self.tree / w).exists() and _holds_tests(self.tree / w)]
             if paths:
                 return paths
         return []
@@ -984,6 +1066,14 @@ def _have_python(minor: int) -> bool:
 def _warning_filters(ini: dict) -> list[str]:
     value = ini.get("filterwarnings")
     return [str(v) for v in value] if isinstance(value, list) else _lines(str(value or ""))
+
+
+def _holds_tests(path: Path) -> bool:
+    """A test directory, or a test module by its name (a benchmark script defining test_ functions is not)."""
+    if path.is_dir():
+        return any(_is_test_name(f.name) or f.parent.name in ("tests", "test") for f in _py_files(path)
+                   if _test_kind(f))
+    return _is_test_name(path.name) or path.parent.name in ("tests", "test")
 
 
 def _is_test_name(name: str) -> bool:

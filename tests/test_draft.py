@@ -285,3 +285,48 @@ def test_sdist_draft_resolves_as_of_the_day_the_sdist_was_made():
     """cachetools 4.2.1 was released on 2021-01-24; its requirements must not take later releases."""
     text = draft_manifest("cachetools==4.2.1", load_settings())
     assert load_manifest_text(text).install.resolve_as_of.isoformat() == "2021-01-24"
+
+
+def test_source_without_tests_is_an_error_proposing_the_repository_at_its_tag(tmp_path, monkeypatch):
+    """A draft of an sdist without tests was written anyway, and no task could ever be verified."""
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    unpacked = make_repo(tmp_path / "notests-1.2", {**PKG, "PKG-INFO": textwrap.dedent("""\
+        Metadata-Version: 2.1
+        Name: notests
+        Version: 1.2
+        Home-page: https://example.org/docs
+        Project-URL: Source, https://git.example.org/me/notests
+        """), "benchmark.py": "def test_speed():\n    pass\n"}, commit=False)
+    res = CliRunner().invoke(app, ["projects", "add", str(unpacked)])
+    out = " ".join(res.output.split())
+    assert res.exit_code == 2, res.output
+    assert "has no tests" in out and "coderun projects add https://git.example.org/me/notests --rev v1.2" in out
+    repo = make_repo(tmp_path / "gitnotests", PKG)
+    res = CliRunner().invoke(app, ["projects", "add", str(repo)])
+    assert res.exit_code == 2 and "has no tests" in " ".join(res.output.split())
+
+
+def test_rev_option_tries_the_release_tag_with_and_without_v(tmp_path):
+    """`projects add URL --rev 1.0` reads the release whose tag is v1.0."""
+    repo = make_repo(tmp_path / "tagged", {**PKG, "tests/test_add.py": TEST_ADD})
+    tagged = git.Repo(repo)
+    tagged.create_tag("v1.0")
+    with tagged.git.custom_environment(**_IDENTITY):
+        (repo / "pkg" / "util.py").write_text("X = 2\n")
+        tagged.git.commit("-qam", "after the release")
+    d = yaml.safe_load(draft_manifest(str(repo), Settings(home=tmp_path / "home"), rev="1.0"))
+    assert d["source"]["git"]["rev"] == tagged.tags["v1.0"].commit.hexsha
+    with pytest.raises(UsageError):
+        draft_manifest("six==1.16.0", Settings(home=tmp_path / "home"), rev="1.0")
+
+
+def test_tests_directory_wins_over_a_root_script_a_ci_command_names(tmp_path):
+    """A draft once named a root benchmark.py from tox's command as the suite, and its module as the project's."""
+    repo = make_repo(tmp_path / "proj", {
+        "tabby.py": "def add(a, b):\n    return a + b\n", "benchmark.py": "import tabby\n\n\ndef test_speed():\n    pass\n",
+        "setup.py": "from setuptools import setup\nsetup(name='tabby', py_modules=['tabby'])\n",
+        "tox.ini": "[tox]\nenvlist = py39\n[testenv]\ncommands = pytest benchmark.py\n",
+        "test/test_tabby.py": "from tabby import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n"})
+    d = draft(repo, tmp_path / "home")
+    assert d["tests"]["paths"] == ["test"]
+    assert d["tasks"]["discover"]["include"] == ["tabby.py"]
