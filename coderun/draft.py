@@ -13,6 +13,7 @@ import datetime as dt
 import functools
 import re
 import shlex
+import subprocess
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from coderun.config import Settings
 from coderun.errors import ManifestError, SourceError, UsageError
 from coderun.manifest import Manifest, parse_manifest
-from coderun.sources import Checkout, checkout, download_sdist
+from coderun.sources import Checkout, checkout, download_sdist, pip_command
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -47,7 +48,8 @@ _NOT_FOR_TESTS = re.compile(
     r"^(black|flake8.*|isort|mypy|pylint.*|ruff|pre-commit|tox|nox|twine|wheel|sphinx.*|codespell|bandit|"
     r"pydocstyle|pycodestyle|pep8.*|pyflakes|check-manifest|docutils|readme[-_]renderer|bump2?version|"
     r"types-.*|coveralls|codecov|ipython|ipdb|pdbpp|doc8|restructuredtext[-_]lint|autopep8|yapf|"
-    r"setuptools[-_]scm|build|pip-tools|mccabe|typed[-_]ast|towncrier|zest\.releaser|sphinx_rtd_theme|furo|mkdocs.*)$", re.I)
+    r"setuptools[-_]scm|build|pip-tools|mccabe|typed[-_]ast|towncrier|zest\.releaser|sphinx_rtd_theme|furo|mkdocs.*|"
+    r"pytest[-_](flake8.*|pylint|mypy.*|black|isort|pycodestyle|pep8|codestyle|pydocstyle|ruff|flakes))$", re.I)
 # addopts that load a linter or coverage: dropped, since they test something else and slow the run.
 _DROP_OPTS = re.compile(r"^--(cov|no-cov|flake8|pep8|mypy|pylint|black|isort|codestyle|pycodestyle|"
                         r"pydocstyle|ruff)")
@@ -70,6 +72,9 @@ _DIST_OF = {"yaml": "PyYAML", "dateutil": "python-dateutil", "attr": "attrs", "P
             "multipart": "python-multipart", "markdown": "Markdown", "jinja2": "Jinja2", "flask": "Flask",
             "werkzeug": "Werkzeug", "sqlalchemy": "SQLAlchemy", "MySQLdb": "mysqlclient", "psycopg2": "psycopg2-binary",
             "nacl": "PyNaCl", "factory": "factory_boy", "django": "Django", "rest_framework": "djangorestframework", "socks": "PySocks", "win32api": "pywin32", "tomli_w": "tomli-w"}
+# Test directories that need servers, a network or long timings (tox's `unit` environment leaves them out).
+_SERVICE_SUITES = re.compile(r"(integration|integration_tests|functional|e2e|end_to_end|system|acceptance|"
+                             r"perf|performance|benchmarks?|load|stress|live|smoke)(_tests?)?", re.I)
 _NAMESPACES = {"zope", "backports", "jaraco", "sphinxcontrib", "azure"}
 _NOT_PACKAGES = {"tests", "test", "testing", "docs", "doc", "examples", "example", "benchmarks", "scripts",
                  "build", "dist", "tools", "bin", "site-packages", "node_modules", "venv", ".venv"}
@@ -701,7 +706,7 @@ class _Builder:
         if import_root != ".":
             data["import_root"] = import_root
         tests, plugins, imported = self.tests_section(import_root)
-        install = self.install_section(plugins, imported, import_root)
+        install = self.install_section(plugins, imported, import_root, tests)
         if self.as_of:
             install["resolve_as_of"] = self.as_of[0]
             self.note("install", self.as_of[1])
@@ -803,7 +808,7 @@ class _Builder:
 
     # -- tests -------------------------------------------------------------------------------------
 
-    def tests_section(self, import_root: str) -> tuple[dict, list[str], list[str]]:
+    def tests_section(self, import_root: str) -> tuple[dict, list[str], dict[str, list[str]]]:
         """(tests section, pytest plugins the configuration needs, distributions the tests import)."""
         ini, ini_file = _pytest_ini(self.tree)
         paths = self.test_paths(ini, ini_file, import_root)
@@ -822,6 +827,12 @@ class _Builder:
         else:
             self.warnings.append("no test directory or test files found; set tests.paths by hand")
         args, reqs = self.pytest_args(ini, ini_file, test_files, paths)
+        needy = self.suites_needing_services(paths)
+        if needy:
+            args += [f"--ignore={d}" for d in needy]
+            self.note("tests", f"{', '.join(needy)}: integration, functional or performance tests, which need "
+                      "servers, a network or long timings that a sandbox does not have; left out")
+            files = [f for f in files if not any(f.is_relative_to(self.tree / d) for d in needy)]
         if args:
             tests["args"] = args
         imported = self.test_imports(files, import_root)
@@ -864,11 +875,28 @@ class _Builder:
                          for f in (self.tree / p).rglob("test*.py") if _test_kind(f)})
         return pkgs if spread else []
 
+    def suites_needing_services(self, paths: list[str]) -> list[str]:
+        """Directories under the test paths whose names say they need more than the code (a server, time)."""
+        found = []
+        for p in paths:
+            base = self.tree / p
+            if not base.is_dir():
+                continue
+            for d in sorted(base.rglob("*")):
+                if d.is_dir() and _SERVICE_SUITES.fullmatch(d.name) and not any(
+                        d.is_relative_to(self.tree / f) for f in found):
+                    found.append(d.relative_to(self.tree).as_posix())
+        return found
+
     def _tox_paths(self) -> list[str]:
         cfg = _cfg(self.tree / "tox.ini") if (self.tree / "tox.ini").is_file() else None
-        if cfg is None or not cfg.has_section("testenv"):
+        if cfg is None:
             return []
-        for line in _lines(cfg.get("testenv", "commands", fallback="")):
+        # A `unit` environment runs the tests that need nothing more than the code: it comes first.
+        sections = [sec for sec in cfg.sections() if re.fullmatch(r"testenv:.*\bunit\w*", sec)]
+        sections += ["testenv"] if cfg.has_section("testenv") else []
+        lines = [line for sec in sections for line in _lines(cfg.get(sec, "commands", fallback=""))]
+        for line in lines:
             try:
                 words = shlex.split(line)
             except ValueError:
@@ -952,8 +980,8 @@ class _Builder:
         self.note("tests", f"the tests use Django: settings module {module}, run with pytest-django")
         return module
 
-    def test_imports(self, files: list[Path], import_root: str) -> list[str]:
-        """Distributions the tests import that nothing declares (the local ones left out)."""
+    def test_imports(self, files: list[Path], import_root: str) -> dict[str, list[str]]:
+        """Distributions the tests import unconditionally (the local ones left out), and the files that do."""
         # Importable without installing: what sits at the roots, and modules beside tests in plain directories
         # (pytest puts such a directory on sys.path).
         roots = {self.tree, self.tree / import_root} | {f.parent for f in files if not (f.parent / "__init__.py").is_file()}
@@ -961,21 +989,29 @@ class _Builder:
         pkgs, mods = self.packages(import_root)
         own = {Path(p).name for p in pkgs} | {Path(m).stem for m in mods}
         stdlib = set(sys.stdlib_module_names) | {"__future__"}
-        wanted: dict[str, str] = {}
+        wanted: dict[str, list[str]] = {}
         for f in files:
             for mod in _imports(f):
                 top = mod.split(".")[0]
                 if top in stdlib or top in own or top in local or top.startswith("_") and top != "_pytest":
                     continue
-                if top in _NAMESPACES and "." in mod:
-                    wanted.setdefault(".".join(mod.split(".")[:2]), f.name)
-                else:
-                    wanted.setdefault(_DIST_OF.get(top, top), f.name)
-        return list(wanted)
+                dist = ".".join(mod.split(".")[:2]) if top in _NAMESPACES and "." in mod else _DIST_OF.get(top, top)
+                rel = f.relative_to(self.tree).as_posix()
+                if rel not in wanted.setdefault(dist, []):
+                    wanted[dist].append(rel)
+        return wanted
+
+    def on_index(self, requirement: str) -> bool:
+        """Whether pip's package index (pip's own configuration) has a distribution of this name; an index
+        that cannot be asked counts as having it."""
+        proc = subprocess.run([*pip_command(), "index", "versions", "--disable-pip-version-check",
+                               dist_key(requirement)], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        return proc.returncode == 0 or "No matching distribution" not in proc.stderr + proc.stdout
 
     # -- install -----------------------------------------------------------------------------------
 
-    def install_section(self, plugins: list[str], imported: list[str], import_root: str) -> dict:
+    def install_section(self, plugins: list[str], imports: dict[str, list[str]], import_root: str,
+                        tests: dict) -> dict:
         install: dict[str, object] = {}
         meta = self.meta
         runtime: list[str] = []
@@ -1025,7 +1061,14 @@ class _Builder:
         if meta.tests_require:
             self.note("install", "test dependencies from tests_require")
         known = {dist_key(d) for d in [*declared, *meta.tests_require, *tox, *inline, *plugins]} | {"pytest"}
-        imported = [r for r in imported if dist_key(r) not in known]
+        imported = [r for r in imports if dist_key(r) not in known]
+        missing = [r for r in imported if not self.on_index(r)]
+        if missing:
+            files = sorted({f for r in missing for f in imports[r]})
+            imported = [r for r in imported if r not in missing]
+            tests["args"] = [*tests.get("args", []), *[f"--ignore={f}" for f in files]]
+            self.note("tests", f"{', '.join(files)} import{'s' if len(files) == 1 else ''} "
+                      f"{', '.join(missing)}, which nothing declares and the package index does not have: left out")
         reqs = dedupe([*runtime, *inline, *meta.tests_require, *tox, *plugins, *imported],
                       skip=[*([] if runtime else declared), *(meta.name and [meta.name] or [])])
         reqs = [r for r in reqs if _valid_req(r) and not _NOT_FOR_TESTS.match(dist_key(r))]

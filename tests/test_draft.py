@@ -330,3 +330,39 @@ def test_tests_directory_wins_over_a_root_script_a_ci_command_names(tmp_path):
     d = draft(repo, tmp_path / "home")
     assert d["tests"]["paths"] == ["test"]
     assert d["tasks"]["discover"]["include"] == ["tabby.py"]
+
+
+def test_suites_needing_servers_and_linter_plugins_are_left_out(tmp_path):
+    """Integration and performance suites and linters run as pytest plugins failed every baseline."""
+    repo = make_repo(tmp_path / "proj", {
+        **PKG, "setup.cfg": "[tool:pytest]\naddopts = --flake8 -ra\n",
+        "requirements-test.txt": "pytest\npytest-flake8\nmock\n",
+        "tox.ini": "[tox]\nenvlist = py39,unit\n[testenv]\ncommands = pytest tests\n"
+                   "[testenv:unit]\ncommands = pytest tests/unit\n",
+        "tests/unit/test_add.py": TEST_ADD,
+        "tests/unit/perf/test_speed.py": "def test_speed():\n    pass\n",
+        "tests/integration/test_db.py": "import psycopg2\n\n\ndef test_db():\n    pass\n"})
+    d = draft(repo, tmp_path / "home")
+    assert d["tests"]["paths"] == ["tests/unit"]  # tox's unit environment
+    assert d["tests"]["args"] == ["-o", "addopts=-ra", "--ignore=tests/unit/perf"]
+    assert d["install"]["requirements"] == ["pytest", "mock"]
+    repo = make_repo(tmp_path / "proj2", {**PKG, "tests/test_add.py": TEST_ADD,
+                                          "tests/integration/test_db.py": "import psycopg2\n"})
+    text = draft_manifest(str(repo), Settings(home=tmp_path / "home"))
+    assert yaml.safe_load(text)["tests"]["args"] == ["--ignore=tests/integration"]
+    assert "need servers" in text and "psycopg2" not in text.split("tests:")[0]
+
+
+@pytest.mark.network
+def test_undeclared_test_imports_are_required_when_the_index_has_them_else_left_out(tmp_path):
+    """A unit test importing a package no requirement names failed at collection in every run."""
+    repo = make_repo(tmp_path / "proj", {
+        **PKG, "tests/test_add.py": TEST_ADD,
+        "tests/test_frame.py": "import pandas\n\n\ndef test_frame():\n    assert pandas\n",
+        "tests/test_gone.py": "import coderun_no_such_distribution_q7\n\n\ndef test_gone():\n    pass\n"})
+    text = draft_manifest(str(repo), Settings(home=tmp_path / "home"))
+    d = yaml.safe_load(text)
+    assert d["install"]["requirements"] == ["pandas"]
+    assert d["tests"]["args"] == ["--ignore=tests/test_gone.py"]
+    assert "coderun_no_such_distribution_q7, which nothing declares and the package index does not have" in \
+        " ".join(line.lstrip("# ") for line in text.splitlines())
