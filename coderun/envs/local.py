@@ -177,6 +177,15 @@ def _resolve(manifest: Manifest, env: LocalEnv, tree: Path, as_of: dt.date, venv
     from coderun.envs.resolve import compile_requirements
     from coderun.sources import pip_command
 
+    req_in = env.path / "requirements.in"
+    req_in.write_text(requirements_in(manifest, tree))
+    compile_requirements(req_in, env.resolved_path, python=env.python, as_of=as_of, pip=pip_command(),
+                         pip_args=list(manifest.install.pip_args), log=env.logs / "resolve.log", env=venv_env,
+                         tree=tree)
+
+
+def requirements_in(manifest: Manifest, tree: Path) -> str:
+    """The manifest's requirements as a requirements file for resolving as of a date."""
     args = pip_requirements(manifest, tree, dated=True)
     lines, i = [], 0
     while i < len(args):  # pip arguments to requirements-file lines: `-r FILE` stays one line
@@ -186,10 +195,7 @@ def _resolve(manifest: Manifest, env: LocalEnv, tree: Path, as_of: dt.date, venv
         else:
             lines.append(args[i])
             i += 1
-    req_in = env.path / "requirements.in"
-    req_in.write_text("\n".join(lines) + "\n")
-    compile_requirements(req_in, env.resolved_path, python=env.python, as_of=as_of, pip=pip_command(),
-                         pip_args=list(manifest.install.pip_args), log=env.logs / "resolve.log", env=venv_env)
+    return "\n".join(lines) + "\n"
 
 
 def pip_requirements(manifest: Manifest, tree: Path, *, dated: bool = False) -> list[str]:

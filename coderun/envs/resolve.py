@@ -98,9 +98,11 @@ def exclude_newer(day: dt.date) -> str:
 
 
 def compile_requirements(requirements_in: Path, out: Path, *, python: Path, as_of: dt.date, pip: list[str],
-                         pip_args: list[str], log: Path, env: dict[str, str]) -> list[str]:
+                         pip_args: list[str], log: Path, env: dict[str, str], tree: Path | None = None
+                         ) -> list[str]:
     """Pin `requirements_in` as of `as_of` for `python` into `out` (uv pip compile); returns the packages
-    that had to be taken from after the date.
+    that had to be taken from after the date. The line of the project itself (`tree`) becomes ".": pip
+    installs from the tree's copy as its working directory.
 
     A package with no release left from before the date (its old files were deleted, as atomicwrites' were
     in 2022) would make the whole set unresolvable: it is taken without the date, and said so in the log.
@@ -122,6 +124,9 @@ def compile_requirements(requirements_in: Path, out: Path, *, python: Path, as_o
             proc = subprocess.run(cmd, env=run_env, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                   text=True)
         if proc.returncode == 0:
+            if tree is not None:  # the project's own line names the build copy: pip runs from it, so "."
+                out.write_text("\n".join("." if line.strip() == str(tree) else line
+                                         for line in out.read_text().splitlines()) + "\n")
             return undated[1:]
         text = log.read_text(errors="replace")
         gone = [p for p in re.findall(r"`([\w.-]+)` was filtered by `exclude-newer`", text.rsplit("$ ", 1)[-1])
