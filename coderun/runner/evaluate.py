@@ -207,8 +207,7 @@ def _projects(names: list[str], config: dict, settings: Settings, backend: str,
         manifest = find_manifest(str(manifests.get(name) or name), settings)
         co = checkout(manifest, settings)
         spec = project_sandbox_spec(manifest, settings, backend)
-        # The local sandbox's tree is the checkout after install.pre_install; the original sources come from it.
-        tree, co_commit = (Path(spec.project_dir) if backend == "local" else co.path), co.commit
+        tree, co_commit = _original_tree(manifest, settings, co.path), co.commit
         commits = {t.commit for t in tasks.values() if t.project == name}
         if commits - {co_commit}:
             raise TaskError(f"{name}: the run's tasks were built at {sorted(commits)[0][:12]} but the source is "
@@ -216,6 +215,20 @@ def _projects(names: list[str], config: dict, settings: Settings, backend: str,
         out[name] = _Project(manifest, spec, tree,
                              _top_level_packages(tree / manifest.import_root))
     return out
+
+
+def _original_tree(manifest: Manifest, settings: Settings, bare: Path) -> Path:
+    """Where a task's original files are read from: the tree after install.pre_install, which the sandbox
+    holds on either backend and the local environment keeps (tasks build always makes it), else the checkout."""
+    if not manifest.install.pre_install:
+        return bare
+    from coderun.envs.local import find_local_env
+
+    env = find_local_env(manifest, settings)
+    if env is None:
+        raise TaskError(f"{manifest.name}: its install.pre_install tree is not built",
+                        hint=f"coderun tasks build {manifest.name}")
+    return env.checkout.path
 
 
 def project_sandbox_spec(manifest: Manifest, settings: Settings, backend: str) -> SandboxSpec:
