@@ -15,6 +15,8 @@ import re
 import shlex
 import subprocess
 import sys
+import tarfile
+import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from email.parser import HeaderParser
@@ -216,9 +218,6 @@ def source_date(src: dict, co: Checkout, settings: Settings) -> tuple[dt.date, s
 
 def _pkg_info_mtime(archive: Path) -> dt.date | None:
     """The PKG-INFO timestamp of an sdist, unless it is a fixed reproducible-build one (0, 1980, hatch's)."""
-    import tarfile
-    import zipfile
-
     try:
         if archive.name.endswith(".zip"):
             with zipfile.ZipFile(archive) as z:

@@ -28,11 +28,11 @@ from pathlib import Path
 
 from coderun.config import Settings
 from coderun.envs.progress import Steps
-from coderun.envs.resolve import COVERAGE
+from coderun.envs.resolve import COVERAGE, compile_requirements
 from coderun.errors import EnvironmentBuildError
 from coderun.manifest import Manifest
 from coderun.records import Baseline
-from coderun.sources import Checkout, checkout
+from coderun.sources import Checkout, checkout, pip_command
 from coderun.testrun import parse_junit, pytest_command, test_env
 
 ENV_RECIPE_VERSION = "1"
@@ -174,9 +174,6 @@ def resolve_date(manifest: Manifest, co: Checkout) -> dt.date | None:
 
 def _resolve(manifest: Manifest, env: LocalEnv, tree: Path, as_of: dt.date, venv_env: dict[str, str]) -> None:
     """Pin the manifest's requirements as of `as_of` into `resolved.txt` (see coderun.envs.resolve)."""
-    from coderun.envs.resolve import compile_requirements
-    from coderun.sources import pip_command
-
     req_in = env.path / "requirements.in"
     req_in.write_text(requirements_in(manifest, tree))
     compile_requirements(req_in, env.resolved_path, python=env.python, as_of=as_of, pip=pip_command(),
