@@ -63,8 +63,9 @@ class Install(_Strict):
     apt: list[str] = Field(default_factory=list, description="Debian packages (docker backend only)")
     pre_install: list[str] = Field(default_factory=list, description="shell commands run in the "
                                    "source tree before pip")
-    resolve_as_of: dt.date | None = Field(None, description="resolve dependencies among the releases up to "
-                                          "this day (default for git sources: the commit's date)")
+    resolve_as_of: dt.date | Literal[False] | None = Field(
+        None, description="resolve dependencies among the releases up to this day (default for git sources: "
+        "the commit's date); false: today's releases")
 
 
     def key_data(self) -> dict:

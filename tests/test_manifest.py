@@ -97,3 +97,13 @@ def test_two_manifests_with_one_name_in_a_folder_is_an_error_naming_both(tmp_pat
     # One left: found, as before.
     (tmp_path / other).unlink()
     assert find_manifest("demo", load_settings()).python == "3.11"
+
+
+@pytest.mark.parametrize("value, ok", [("2021-05-05", True), ("false", True), ("true", False), ("soon", False)])
+def test_resolve_as_of_is_a_date_or_false(value, ok):
+    text = GOOD.replace("tests:\n", f"install:\n  resolve_as_of: {value}\ntests:\n", 1)
+    if ok:
+        parse_manifest(text, Path("demo.yaml"))
+    else:
+        with pytest.raises(ManifestError, match="install.resolve_as_of"):
+            parse_manifest(text, Path("demo.yaml"))

@@ -85,3 +85,25 @@ def test_docker_wheelhouse_takes_the_same_dated_pins(tmp_path, monkeypatch):
     out = wheelhouse(ImagePlan(m, co, base, "deps1", "src1", "key1"), co.path, settings, Console(quiet=True))
     assert "six==1.12.0" in (out / "resolved.txt").read_text()
     assert [w.name for w in out.glob("six-*.whl")] == ["six-1.12.0-py2.py3-none-any.whl"]
+
+
+def test_git_source_date_defaults_to_the_commit_and_false_turns_it_off(tmp_path, monkeypatch):
+    """A mirror without upload times cannot be dated: `resolve_as_of: false` must take today's releases."""
+    import subprocess
+
+    from coderun.envs.local import resolve_date
+    from coderun.sources import checkout
+
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    repo = write_tree(tmp_path / "r", {"a.py": "A = 1\n"})
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    subprocess.run(["git", "commit", "-q", "-m", "a"], cwd=repo, check=True,
+                   env={**GIT_ENV, "GIT_COMMITTER_DATE": "2018-02-03T10:00:00+0000"})
+    base = f"name: r\nsource:\n  git: {{url: 'file://{repo}', rev: main}}\npython: '3.11'\n"
+    for install, expected in (("", "2018-02-03"), ("install: {resolve_as_of: 2019-01-01}\n", "2019-01-01"),
+                              ("install: {resolve_as_of: false}\n", None)):
+        (tmp_path / "r.yaml").write_text(base + install)
+        m = load_manifest(tmp_path / "r.yaml")
+        got = resolve_date(m, checkout(m, load_settings()))
+        assert (got.isoformat() if got else None) == expected

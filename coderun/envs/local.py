@@ -160,6 +160,8 @@ def _check(proc: subprocess.CompletedProcess, log: Path, step: str, hint: str | 
 def resolve_date(manifest: Manifest, co: Checkout) -> dt.date | None:
     """The day the dependencies are resolved as of: `install.resolve_as_of`, else a git source's commit
     date; None resolves today's releases (sdists and directories carry no date of their own)."""
+    if manifest.install.resolve_as_of is False:  # the manifest asks for today's releases
+        return None
     if manifest.install.resolve_as_of is not None:
         return manifest.install.resolve_as_of
     if co.kind != "git":

@@ -136,11 +136,14 @@ def compile_requirements(requirements_in: Path, out: Path, *, python: Path, as_o
         with log.open("a") as fh:
             fh.write(f"# no release of {', '.join(gone)} is left from before {as_of}: taken without the date\n")
         undated += gone
-    tail = "\n".join(line for line in log.read_text(errors="replace").splitlines()
-                     if "is missing an upload date" not in line)[-2000:]
+    text = log.read_text(errors="replace")
+    tail = "\n".join(line for line in text.splitlines() if "is missing an upload date" not in line)[-2000:]
+    undated_index = "is missing an upload date" in text
     raise EnvironmentBuildError(
         f"resolving the dependencies as of {as_of} failed (uv exit {proc.returncode})", log_path=str(log),
-        log_tail=tail, hint="check install.requirements, or move install.resolve_as_of in the manifest")
+        log_tail=tail, hint="check install.requirements, or move install.resolve_as_of in the manifest"
+        + ("; an index that gives no upload times cannot be dated: `resolve_as_of: false` takes today's "
+           "releases" if undated_index else ""))
 
 
 _MAX_UNDATED = 6
