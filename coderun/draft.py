@@ -1003,8 +1003,12 @@ class _Builder:
     def on_index(self, requirement: str) -> bool:
         """Whether pip's package index (pip's own configuration) has a distribution of this name; an index
         that cannot be asked counts as having it."""
-        proc = subprocess.run([*pip_command(), "index", "versions", "--disable-pip-version-check",
-                               dist_key(requirement)], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        try:  # offline, pip would retry for minutes: one short try, and an unanswered question is a yes
+            proc = subprocess.run([*pip_command(), "index", "versions", "--disable-pip-version-check", "--retries",
+                                   "1", "--timeout", "15", dist_key(requirement)], capture_output=True, text=True,
+                                  stdin=subprocess.DEVNULL, timeout=60)
+        except subprocess.TimeoutExpired:
+            return True
         return proc.returncode == 0 or "No matching distribution" not in proc.stderr + proc.stdout
 
     # -- install -----------------------------------------------------------------------------------
