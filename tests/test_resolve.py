@@ -107,3 +107,21 @@ def test_git_source_date_defaults_to_the_commit_and_false_turns_it_off(tmp_path,
         m = load_manifest(tmp_path / "r.yaml")
         got = resolve_date(m, checkout(m, load_settings()))
         assert (got.isoformat() if got else None) == expected
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_a_project_older_than_pytest_4_6_gets_a_pytest_coderun_can_drive(tmp_path, monkeypatch):
+    """As of 2015 the resolver picked pytest 2.8, which has no `-o`: every baseline run was a usage error."""
+    from packaging.version import Version
+
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    write_tree(tmp_path / "old", {"old/__init__.py": "", "tests/test_old.py": "import six\n\n\ndef test_six():\n"
+                                                                             "    assert six.PY3\n"})
+    f = tmp_path / "old.yaml"
+    f.write_text("name: old\nsource: {path: old}\npython: '3.6'\n"
+                 "install:\n  requirements: [six]\n  resolve_as_of: 2015-10-07\ntests:\n  paths: [tests]\n")
+    env = build_local_env(load_manifest(f), load_settings())
+    pins = dict(line.split("==") for line in env.resolved_path.read_text().splitlines() if "==" in line)
+    assert pins["six"] == "1.10.0" and Version(pins["pytest"]) >= Version("4.6"), pins
+    assert load_baseline(env).counts()["passed"] == 1

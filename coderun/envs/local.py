@@ -28,7 +28,7 @@ from pathlib import Path
 
 from coderun.config import Settings
 from coderun.envs.progress import Steps
-from coderun.envs.resolve import COVERAGE, compile_requirements
+from coderun.envs.resolve import TOOLING, compile_requirements
 from coderun.errors import EnvironmentBuildError
 from coderun.manifest import Manifest
 from coderun.records import Baseline
@@ -199,7 +199,7 @@ def requirements_in(manifest: Manifest, tree: Path) -> str:
 
 def pip_requirements(manifest: Manifest, tree: Path, *, dated: bool = False) -> list[str]:
     """pip arguments that install the manifest's dependencies (and test tooling) from `tree`. `dated`:
-    they are resolved as of a date, and coverage, coderun's instrument, needs a floor of its own."""
+    they are resolved as of a date, and the test tooling needs floors of its own (see coderun.envs.resolve)."""
     args: list[str] = list(manifest.install.requirements)
     for f in manifest.install.requirements_files:
         if not (tree / f).is_file():
@@ -210,7 +210,7 @@ def pip_requirements(manifest: Manifest, tree: Path, *, dated: bool = False) -> 
         extras = f"[{','.join(manifest.install.extras)}]" if manifest.install.extras else ""
         args.append(f"{tree}{extras}")
     named = {re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0].lower() for r in manifest.install.requirements}
-    tooling = {**_TOOLING, "coverage": COVERAGE} if dated else _TOOLING
+    tooling = TOOLING if dated else _TOOLING
     args += [spec for name, spec in tooling.items() if name not in named]
     return args
 

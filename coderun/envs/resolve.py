@@ -26,8 +26,12 @@ from urllib.parse import urlparse
 
 from coderun.errors import EnvironmentBuildError
 
-# coverage is coderun's instrument, not the project's: dynamic contexts need 5.0, whatever the date.
-COVERAGE = "coverage>=5"
+# The test tooling coderun runs the suite with, when the manifest names no version of its own. coverage is
+# coderun's instrument, not the project's: dynamic contexts need 5.0, so it is taken as of today. pytest is
+# the project's runner and keeps the project's date, but coderun's command line and plugins need 4.6 (pytest
+# 2.8 of 2015 has no `-o`): when nothing that old fits, it and what it needs move to the 4.6 series (June 2019).
+TOOLING = {"pytest": "pytest>=4.6", "coverage": "coverage>=5"}
+_PYTEST_4_6 = dt.date(2019, 6, 27)  # the day before pytest 5.0
 
 
 def uv_binary() -> str:
@@ -105,18 +109,22 @@ def compile_requirements(requirements_in: Path, out: Path, *, python: Path, as_o
     installs from the tree's copy as its working directory.
 
     A package with no release left from before the date (its old files were deleted, as atomicwrites' were
-    in 2022) would make the whole set unresolvable: it is taken without the date, and said so in the log.
+    in 2022), or none that fits the tooling's floors, would make the whole set unresolvable: it is taken
+    without the date, and said so in the log.
     """
     index_args, index_env = uv_index_args(pip_config(pip))
     run_env = {**env, **index_env, "UV_PYTHON_DOWNLOADS": "never",
                "UV_INDEX_STRATEGY": os.environ.get("UV_INDEX_STRATEGY", "unsafe-best-match")}
-    undated = ["coverage"]  # coderun's instrument, not the project's: dynamic contexts need 5.0
+    today = dt.date.today() + dt.timedelta(days=1)
+    # Each package's own cutoff when it is not `as_of`: coverage's, then what had to move. A package that
+    # moves goes first to pytest 4.6's time (its dependencies of mid-2019), then to today.
+    later = {"coverage": today}
+    steps = [d for d in (_PYTEST_4_6, today) if d > as_of]
     log.parent.mkdir(parents=True, exist_ok=True)
-    for _attempt in range(_MAX_UNDATED):
-        latest = exclude_newer(dt.date.today() + dt.timedelta(days=1))
+    for _attempt in range(_MAX_MOVES):
         cmd = [uv_binary(), "pip", "compile", str(requirements_in), "-o", str(out), "--python", str(python),
                "--exclude-newer", exclude_newer(as_of),
-               *[a for p in undated for a in ("--exclude-newer-package", f"{p}={latest}")],
+               *[a for p, day in later.items() for a in ("--exclude-newer-package", f"{p}={exclude_newer(day)}")],
                "--no-header", "--no-annotate", *index_args, *_compile_args(pip_args)]
         with log.open("a") as fh:
             fh.write(f"$ {' '.join(cmd)}\n")
@@ -127,15 +135,20 @@ def compile_requirements(requirements_in: Path, out: Path, *, python: Path, as_o
             if tree is not None:  # the project's own line names the build copy: pip runs from it, so "."
                 out.write_text("\n".join("." if line.strip() == str(tree) else line
                                          for line in out.read_text().splitlines()) + "\n")
-            return undated[1:]
-        text = log.read_text(errors="replace")
-        gone = [p for p in re.findall(r"`([\w.-]+)` was filtered by `exclude-newer`", text.rsplit("$ ", 1)[-1])
-                if p not in undated]
-        if not gone:
+            return sorted(p for p in later if p != "coverage")
+        text = log.read_text(errors="replace").rsplit("$ ", 1)[-1]
+        moved = {}
+        for p in dict.fromkeys(re.findall(r"`([\w.-]+)` was filtered by `exclude-newer(?:-package)?`", text)):
+            nxt = next((d for d in steps if d > later.get(p, as_of)), None)
+            if nxt is not None:
+                moved[p] = nxt
+        if not moved:
             break
         with log.open("a") as fh:
-            fh.write(f"# no release of {', '.join(gone)} is left from before {as_of}: taken without the date\n")
-        undated += gone
+            for p, day in moved.items():
+                fh.write(f"# no release of {p} from before {later.get(p, as_of)} is left or fits the rest: "
+                         f"taken as of {day if day < today else 'today'}\n")
+        later.update(moved)
     text = log.read_text(errors="replace")
     tail = "\n".join(line for line in text.splitlines() if "is missing an upload date" not in line)[-2000:]
     undated_index = "is missing an upload date" in text
@@ -146,7 +159,7 @@ def compile_requirements(requirements_in: Path, out: Path, *, python: Path, as_o
            "releases" if undated_index else ""))
 
 
-_MAX_UNDATED = 6
+_MAX_MOVES = 40  # uv names one package per failed resolution
 
 
 def _compile_args(pip_args: list[str]) -> list[str]:
