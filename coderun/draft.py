@@ -37,8 +37,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - python 3.10
     import tomli as tomllib
 
-# Minor versions of Python 3 a draft may choose from, oldest first.
-PY_MINORS = tuple(range(6, 14))
+# Minor versions of Python 3 a draft may choose from, oldest first. coderun's harness (the reporter plugin and
+# the worker inside the project's interpreter) needs 3.7 (`from __future__ import annotations`).
+PY_MINORS = tuple(range(7, 14))
 # The day each Python 3 minor release came out.
 _PY_RELEASED = {6: dt.date(2016, 12, 23), 7: dt.date(2018, 6, 27), 8: dt.date(2019, 10, 14),
                 9: dt.date(2020, 10, 5), 10: dt.date(2021, 10, 4), 11: dt.date(2022, 10, 24),
@@ -74,6 +75,8 @@ _DIST_OF = {"yaml": "PyYAML", "dateutil": "python-dateutil", "attr": "attrs", "P
             "multipart": "python-multipart", "markdown": "Markdown", "jinja2": "Jinja2", "flask": "Flask",
             "werkzeug": "Werkzeug", "sqlalchemy": "SQLAlchemy", "MySQLdb": "mysqlclient", "psycopg2": "psycopg2-binary",
             "nacl": "PyNaCl", "factory": "factory_boy", "django": "Django", "rest_framework": "djangorestframework", "socks": "PySocks", "win32api": "pywin32", "tomli_w": "tomli-w"}
+_RENAME_PYTEST_SECTION = ("python -c \"import pathlib; p = pathlib.Path('setup.cfg'); "
+                          "p.write_text(p.read_text().replace('[pytest]', '[tool:pytest]', 1))\"")
 # Test directories that need servers, a network or long timings (tox's `unit` environment leaves them out).
 _SERVICE_SUITES = re.compile(r"(integration|integration_tests|functional|e2e|end_to_end|system|acceptance|"
                              r"perf|performance|benchmarks?|load|stress|live|smoke)(_tests?)?", re.I)
@@ -628,7 +631,7 @@ def _pytest_ini(tree: Path) -> tuple[dict[str, object], str | None]:
     opts = _toml(tree / "pyproject.toml").get("tool", {}).get("pytest", {}).get("ini_options")
     if opts is not None:
         return dict(opts), "pyproject.toml [tool.pytest.ini_options]"
-    for fname, section in (("tox.ini", "pytest"), ("setup.cfg", "tool:pytest")):
+    for fname, section in (("tox.ini", "pytest"), ("setup.cfg", "tool:pytest"), ("setup.cfg", "pytest")):
         cfg = _cfg(tree / fname) if (tree / fname).is_file() else None
         if cfg and cfg.has_section(section):
             return dict(cfg.items(section)), f"{fname} [{section}]"
@@ -706,6 +709,11 @@ class _Builder:
             data["import_root"] = import_root
         tests, plugins, imported = self.tests_section(import_root)
         install = self.install_section(plugins, imported, import_root, tests)
+        cfg = _cfg(self.tree / "setup.cfg") if (self.tree / "setup.cfg").is_file() else None
+        if cfg is not None and cfg.has_section("pytest") and not cfg.has_section("tool:pytest"):
+            install["pre_install"] = [_RENAME_PYTEST_SECTION]
+            self.note("install", "pre_install: setup.cfg's [pytest] section is an error since pytest 4, which coderun "
+                      "needs; it becomes [tool:pytest]")
         if self.as_of:
             install["resolve_as_of"] = self.as_of[0]
             self.note("install", self.as_of[1])
@@ -736,6 +744,9 @@ class _Builder:
         if self.meta.requires_python:
             evidence.insert(0, f"{self.meta.requires_python[0][1]} {self.meta.requires_python[0][0]!r}")
         chosen_from = [m for m in candidates if m in explicit] or candidates or sorted(explicit) or [11]
+        if not candidates and not explicit:
+            self.warnings.append(f"the project declares no Python from 3.{PY_MINORS[0]} on, the oldest coderun can "
+                                 f"run tests in; the draft says 3.{chosen_from[0]}, which it may not support")
         if self.as_of:  # a Python released after the source could not have been tested with it
             day = self.as_of[0]
             of_its_time = [m for m in chosen_from if _PY_RELEASED.get(m, dt.date.max) <= day]
@@ -743,6 +754,9 @@ class _Builder:
             if later and of_its_time:
                 evidence.append(f"3.{later[0]} and later came out after the source's date ({day})")
                 chosen_from = of_its_time
+            elif later:  # older than every Python 3 here: the oldest is the nearest to its time
+                evidence.append(f"every allowed version came out after the source's date ({day})")
+                chosen_from = sorted(m for m in chosen_from if _have_python(m))[:1] or chosen_from[:1]
         installed = next((m for m in sorted(chosen_from, reverse=True) if _have_python(m)), None)
         pick = installed if installed is not None else max(chosen_from)
         why = "the highest of these with an interpreter on PATH" if installed is not None else \

@@ -366,3 +366,22 @@ def test_undeclared_test_imports_are_required_when_the_index_has_them_else_left_
     assert d["tests"]["args"] == ["--ignore=tests/test_gone.py"]
     assert "coderun_no_such_distribution_q7, which nothing declares and the package index does not have" in \
         " ".join(line.lstrip("# ") for line in text.splitlines())
+
+
+def test_a_project_older_than_every_python_here_gets_the_oldest_coderun_runs(tmp_path):
+    """A 2015 project was drafted for 3.13 (its classifiers say only "Python :: 3"), where nothing of 2015
+    builds; and its setup.cfg [pytest] section is an error for the pytest coderun needs."""
+    root = tmp_path / "old"
+    make_repo(root, {**PKG, "tests/test_add.py": TEST_ADD, "setup.cfg": "[pytest]\naddopts = -ra\n",
+                     "setup.py": "from setuptools import setup\nsetup(name='old', packages=['pkg'], "
+                                 "classifiers=['Programming Language :: Python :: 3'])\n"}, commit=False)
+    repo = git.Repo.init(root)
+    with repo.git.custom_environment(**_IDENTITY, GIT_COMMITTER_DATE="2015-10-07T12:00:00+0000"):
+        repo.git.add("--all")
+        repo.git.commit("-q", "-m", "init")
+    text = draft_manifest(str(root), Settings(home=tmp_path / "home"))
+    m = load_manifest_text(text)
+    oldest = next(f"3.{v}" for v in PY_MINORS if find_python(f"3.{v}")[1])
+    assert m.python == oldest and "every allowed version came out after the source's date (2015-10-07)" in text
+    assert len(m.install.pre_install) == 1 and "[tool:pytest]" in m.install.pre_install[0]
+    assert m.install.resolve_as_of.isoformat() == "2015-10-07"
