@@ -103,14 +103,13 @@ def exclude_newer(day: dt.date) -> str:
 
 def compile_requirements(requirements_in: Path, out: Path, *, python: Path, as_of: dt.date, pip: list[str],
                          pip_args: list[str], log: Path, env: dict[str, str], tree: Path | None = None
-                         ) -> list[str]:
-    """Pin `requirements_in` as of `as_of` for `python` into `out` (uv pip compile); returns the packages
-    that had to be taken from after the date. The line of the project itself (`tree`) becomes ".": pip
-    installs from the tree's copy as its working directory.
+                         ) -> None:
+    """Pin `requirements_in` as of `as_of` for `python` into `out` (uv pip compile). The line of the project
+    itself (`tree`) becomes ".": pip installs from the tree's copy as its working directory.
 
     A package with no release left from before the date (its old files were deleted, as atomicwrites' were
-    in 2022), or none that fits the tooling's floors, would make the whole set unresolvable: it is taken
-    without the date, and said so in the log.
+    in 2022), or none that fits the tooling's floors, would make the whole set unresolvable: it is taken as
+    of pytest 4.6's time, then of today, and the log says so.
     """
     index_args, index_env = uv_index_args(pip_config(pip))
     run_env = {**env, **index_env, "UV_PYTHON_DOWNLOADS": "never",
@@ -135,7 +134,7 @@ def compile_requirements(requirements_in: Path, out: Path, *, python: Path, as_o
             if tree is not None:  # the project's own line names the build copy: pip runs from it, so "."
                 out.write_text("\n".join("." if line.strip() == str(tree) else line
                                          for line in out.read_text().splitlines()) + "\n")
-            return sorted(p for p in later if p != "coverage")
+            return
         text = log.read_text(errors="replace").rsplit("$ ", 1)[-1]
         moved = {}
         for p in dict.fromkeys(re.findall(r"`([\w.-]+)` was filtered by `exclude-newer(?:-package)?`", text)):
