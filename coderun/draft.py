@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import ast
 import configparser
+import datetime as dt
 import functools
 import re
 import shlex
+import subprocess
 import sys
+import tarfile
+import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from email.parser import HeaderParser
@@ -24,17 +28,22 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from coderun.config import Settings
-from coderun.errors import ManifestError, UsageError
+from coderun.errors import ManifestError, SourceError, UsageError
 from coderun.manifest import Manifest, parse_manifest
-from coderun.sources import Checkout, checkout
+from coderun.sources import Checkout, checkout, download_sdist, pip_command
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - python 3.10
     import tomli as tomllib
 
-# Minor versions of Python 3 a draft may choose from, oldest first.
-PY_MINORS = tuple(range(6, 14))
+# Minor versions of Python 3 a draft may choose from, oldest first. coderun's harness (the reporter plugin and
+# the worker inside the project's interpreter) needs 3.7 (`from __future__ import annotations`).
+PY_MINORS = tuple(range(7, 14))
+# The day each Python 3 minor release came out.
+_PY_RELEASED = {6: dt.date(2016, 12, 23), 7: dt.date(2018, 6, 27), 8: dt.date(2019, 10, 14),
+                9: dt.date(2020, 10, 5), 10: dt.date(2021, 10, 4), 11: dt.date(2022, 10, 24),
+                12: dt.date(2023, 10, 2), 13: dt.date(2024, 10, 7)}
 _PYPI_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!_-]+")
 _TEST_EXTRAS = ("test", "tests", "testing", "dev", "develop", "development")
 # Tools a test run does not need; old pins of them are the usual reason a requirements file will not install.
@@ -42,7 +51,8 @@ _NOT_FOR_TESTS = re.compile(
     r"^(black|flake8.*|isort|mypy|pylint.*|ruff|pre-commit|tox|nox|twine|wheel|sphinx.*|codespell|bandit|"
     r"pydocstyle|pycodestyle|pep8.*|pyflakes|check-manifest|docutils|readme[-_]renderer|bump2?version|"
     r"types-.*|coveralls|codecov|ipython|ipdb|pdbpp|doc8|restructuredtext[-_]lint|autopep8|yapf|"
-    r"setuptools[-_]scm|build|pip-tools|mccabe|typed[-_]ast|towncrier|zest\.releaser|sphinx_rtd_theme|furo|mkdocs.*)$", re.I)
+    r"setuptools[-_]scm|build|pip-tools|mccabe|typed[-_]ast|towncrier|zest\.releaser|sphinx_rtd_theme|furo|mkdocs.*|"
+    r"pytest[-_](flake8.*|pylint|mypy.*|black|isort|pycodestyle|pep8|codestyle|pydocstyle|ruff|flakes))$", re.I)
 # addopts that load a linter or coverage: dropped, since they test something else and slow the run.
 _DROP_OPTS = re.compile(r"^--(cov|no-cov|flake8|pep8|mypy|pylint|black|isort|codestyle|pycodestyle|"
                         r"pydocstyle|ruff)")
@@ -65,6 +75,11 @@ _DIST_OF = {"yaml": "PyYAML", "dateutil": "python-dateutil", "attr": "attrs", "P
             "multipart": "python-multipart", "markdown": "Markdown", "jinja2": "Jinja2", "flask": "Flask",
             "werkzeug": "Werkzeug", "sqlalchemy": "SQLAlchemy", "MySQLdb": "mysqlclient", "psycopg2": "psycopg2-binary",
             "nacl": "PyNaCl", "factory": "factory_boy", "django": "Django", "rest_framework": "djangorestframework", "socks": "PySocks", "win32api": "pywin32", "tomli_w": "tomli-w"}
+_RENAME_PYTEST_SECTION = ("python -c \"import pathlib; p = pathlib.Path('setup.cfg'); "
+                          "p.write_text(p.read_text().replace('[pytest]', '[tool:pytest]', 1))\"")
+# Test directories that need servers, a network or long timings (tox's `unit` environment leaves them out).
+_SERVICE_SUITES = re.compile(r"(integration|integration_tests|functional|e2e|end_to_end|system|acceptance|"
+                             r"perf|performance|benchmarks?|load|stress|live|smoke)(_tests?)?", re.I)
 _NAMESPACES = {"zope", "backports", "jaraco", "sphinxcontrib", "azure"}
 _NOT_PACKAGES = {"tests", "test", "testing", "docs", "doc", "examples", "example", "benchmarks", "scripts",
                  "build", "dist", "tools", "bin", "site-packages", "node_modules", "venv", ".venv"}
@@ -77,19 +92,38 @@ class Draft:
     warnings: tuple[str, ...]
 
 
-def draft_manifest(source: str, settings: Settings, name: str | None = None) -> str:
+def draft_manifest(source: str, settings: Settings, name: str | None = None, rev: str | None = None) -> str:
     """Commented YAML of a manifest for `source` (git URL, directory, or "pkg==version"); it validates."""
-    return make_draft(source, settings, name=name).text
+    return make_draft(source, settings, name=name, rev=rev).text
 
 
-def make_draft(source: str, settings: Settings, name: str | None = None) -> Draft:
+def _checkout_trying_tags(name: str, src: dict, settings: Settings) -> Checkout:
+    """The checkout of `src`; a release tag given as v1.2 or 1.2 is tried the other way too."""
+    try:
+        return checkout(Manifest(name=name, source=src, python="3.11"), settings)
+    except SourceError:
+        rev = src.get("git", {}).get("rev", "")
+        other = rev[1:] if re.fullmatch(r"v\d[\w.]*", rev) else f"v{rev}" if re.fullmatch(r"\d[\w.]*", rev) else None
+        if other is None:
+            raise
+        return checkout(Manifest(name=name, source={"git": {**src["git"], "rev": other}}, python="3.11"), settings)
+
+
+def make_draft(source: str, settings: Settings, name: str | None = None, rev: str | None = None) -> Draft:
     src, provisional, warnings = resolve_source(source)
-    probe = Manifest(name=_sanitize(name or provisional), source=src, python="3.11")
-    co = checkout(probe, settings)
+    if rev is not None:
+        if not src.get("git"):
+            raise UsageError(f"--rev {rev}: {source} is not a git source", hint="--rev is for git URLs and "
+                             "repositories; pin a PyPI package as pkg==version")
+        src = {"git": {"url": src["git"]["url"], "rev": rev}}
+    co = _checkout_trying_tags(_sanitize(name or provisional), src, settings)
     if src.get("git"):  # record the commit that was read, so the draft is reproducible
         src = {"git": {"url": src["git"]["url"], "rev": co.commit}}
     meta = read_metadata(co.path)
-    b = _Builder(tree=co.path, meta=meta, warnings=list(warnings))
+    if not _has_tests(co.path):
+        message, hint = _no_tests_message(source, src, meta)
+        raise UsageError(message, hint=hint)
+    b = _Builder(tree=co.path, meta=meta, warnings=list(warnings), as_of=source_date(src, co, settings))
     data = b.build(name=_sanitize(name or meta.name or provisional), source=src, co=co)
     text = render(data, b.notes, source=source, co=co, warnings=b.warnings)
     try:
@@ -127,6 +161,85 @@ def resolve_source(source: str) -> tuple[dict, str, list[str]]:
                      hint='give a git URL (https://, ssh, file://), a local directory, or "pkg==version"')
 
 
+def _has_tests(tree: Path) -> bool:
+    """Any file pytest or unittest would collect tests from (test_*.py / *_test.py, or one defining tests)."""
+    for f in tree.rglob("*.py"):
+        rel = f.relative_to(tree).parts
+        if any(p.startswith(".") or p in ("build", "dist", "node_modules") for p in rel[:-1]):
+            continue
+        named = _is_test_name(f.name) or f.stem in ("tests", "test") or f.parent.name in ("tests", "test", "testing")
+        if named and _test_kind(f):
+            return True
+    return False
+
+
+# Project URL labels that name the code's repository, best first (PEP 753 normalises to lowercase).
+_REPO_LABELS = ("source", "sourcecode", "source code", "repository", "code", "github", "gitlab", "homepage",
+                "home-page", "home")
+
+
+def repository_url(meta: Metadata) -> str | None:
+    """The project's repository from its metadata: a URL of the form https://host/owner/repo."""
+    by_label = {k.strip().lower(): v.strip() for k, v in meta.urls.items()}
+    for label in _REPO_LABELS:
+        url = by_label.get(label)
+        m = re.match(r"^(https://[^/\s]+/[\w.-]+/[\w.-]+?)(?:\.git)?/?$", url or "")
+        if m:
+            return m.group(1)
+    return None
+
+
+def _no_tests_message(source: str, src: dict, meta: Metadata) -> tuple[str, str]:
+    kind = "sdist" if src.get("pypi") else "source"
+    message = f"{source}: the {kind} has no tests (no test_*.py, *_test.py or tests/ module), so no task " \
+              "could be verified"
+    repo = None if src.get("git") else repository_url(meta)
+    if repo is None:
+        return message, "point `coderun projects add` at a checkout of the project's repository, which has the tests"
+    version = src["pypi"].partition("==")[2] if src.get("pypi") else meta.version
+    if not version:
+        return f"{message}; its repository probably has them: {repo}", f"coderun projects add {repo} --rev TAG"
+    return (f"{message}; its repository probably has them: {repo} (from the project's metadata)",
+            f"coderun projects add {repo} --rev v{version}   (the release's tag; {version} is tried too)")
+
+
+def source_date(src: dict, co: Checkout, settings: Settings) -> tuple[dt.date, str] | None:
+    """The day the source is from, and how that is known: a git commit's date, or the time the sdist was
+    made (its PKG-INFO's timestamp in the archive). A directory has none."""
+    if src.get("git"):
+        day = git.Repo(co.path).commit(co.commit).committed_datetime.astimezone(dt.timezone.utc).date()
+        return day, "resolve_as_of: the commit's date; dependencies are resolved among the releases up to then"
+    if not src.get("pypi"):
+        return None
+    archive = download_sdist(src["pypi"], settings)  # cached by the checkout just made
+    stamp = _pkg_info_mtime(archive)
+    if stamp is None:
+        return None
+    return stamp, ("resolve_as_of: the day the sdist was made (its PKG-INFO's timestamp); dependencies are "
+                   "resolved among the releases up to then")
+
+
+def _pkg_info_mtime(archive: Path) -> dt.date | None:
+    """The PKG-INFO timestamp of an sdist, unless it is a fixed reproducible-build one (0, 1980, hatch's)."""
+    try:
+        if archive.name.endswith(".zip"):
+            with zipfile.ZipFile(archive) as z:
+                info = next((i for i in z.infolist() if i.filename.count("/") <= 1
+                             and i.filename.endswith("PKG-INFO")), None)
+                stamp = dt.datetime(*info.date_time, tzinfo=dt.timezone.utc) if info else None
+        else:
+            with tarfile.open(archive) as t:
+                member = next((m for m in t.getmembers() if m.name.count("/") <= 1
+                               and m.name.endswith("PKG-INFO")), None)
+                stamp = dt.datetime.fromtimestamp(member.mtime, dt.timezone.utc) if member else None
+    except (OSError, tarfile.TarError, zipfile.BadZipFile):
+        return None
+    if stamp is None or stamp.year < 2000 or stamp.date() == dt.date(2020, 2, 2) \
+            or stamp.date() > dt.date.today():
+        return None
+    return stamp.date()
+
+
 def _dirty_warning(path: Path) -> list[str]:
     try:
         repo = git.Repo(path)
@@ -150,6 +263,7 @@ def _sanitize(name: str) -> str:
 class Metadata:
     """What the packaging files declare (pyproject [project] > setup.cfg > setup.py > PKG-INFO)."""
     name: str | None = None
+    version: str | None = None  # an sdist's PKG-INFO Version
     summary: str | None = None
     requires_python: list[tuple[str, str]] = field(default_factory=list)  # (specifier, from file)
     classifiers: list[str] = field(default_factory=list)
@@ -162,6 +276,8 @@ class Metadata:
     package_dir: str | None = None  # e.g. "src"
     test_suite: str | None = None
     read_files: list[str] = field(default_factory=list)  # requirement files setup.py reads
+    py_modules: list[str] | None = None  # top-level modules the build ships, when declared
+    urls: dict[str, str] = field(default_factory=dict)  # project URLs by label (Source, Homepage, …)
     sources: list[str] = field(default_factory=list)
 
 
@@ -218,6 +334,8 @@ def _read_pyproject(tree: Path, meta: Metadata) -> None:
     if isinstance(py, str):
         meta.requires_python.insert(0, (_poetry_spec(py), "pyproject.toml [tool.poetry] python"))
     meta.classifiers = list(project.get("classifiers") or poetry.get("classifiers") or meta.classifiers)
+    meta.urls.update({k: v for k, v in (project.get("urls") or {}).items() if isinstance(v, str)})
+    meta.urls.update({k.capitalize(): poetry[k] for k in ("repository", "homepage") if isinstance(poetry.get(k), str)})
     if "dependencies" in project:
         meta.dependencies = list(project["dependencies"])
     elif "dependencies" in project.get("dynamic", []):
@@ -262,6 +380,8 @@ def _read_setup_cfg(tree: Path, meta: Metadata) -> None:
             meta.dependencies = _lines(opts["install_requires"])
         meta.tests_require += _lines(opts.get("tests_require"))
         meta.test_suite = opts.get("test_suite") or meta.test_suite
+        if opts.get("py_modules"):
+            meta.py_modules = _lines(opts["py_modules"])
         pdir = re.search(r"=\s*([\w./-]+)", opts.get("package_dir", ""))
         if pdir:
             meta.package_dir = pdir.group(1).strip("/")
@@ -278,10 +398,15 @@ def _read_pkg_info(tree: Path, meta: Metadata) -> None:
     if not path.is_file():
         return
     msg = HeaderParser().parsestr(path.read_text(encoding="utf-8", errors="replace"))
-    meta.name, meta.summary = msg.get("Name"), msg.get("Summary")
+    meta.name, meta.summary, meta.version = msg.get("Name"), msg.get("Summary"), msg.get("Version")
     if msg.get("Requires-Python"):
         meta.requires_python.append((msg["Requires-Python"], "PKG-INFO Requires-Python"))
     meta.classifiers = msg.get_all("Classifier") or []
+    if msg.get("Home-page") and msg["Home-page"] != "UNKNOWN":
+        meta.urls.setdefault("Homepage", msg["Home-page"])
+    for entry in msg.get_all("Project-URL") or []:
+        label, _, url = entry.partition(",")
+        meta.urls.setdefault(label.strip(), url.strip())
     reqs = msg.get_all("Requires-Dist") or []
     if reqs:
         meta.dependencies = []
@@ -400,6 +525,13 @@ def _apply_setup_kwargs(kwargs: dict[str, object], meta: Metadata, *, complete: 
     meta.namespace |= bool(kwargs.get("namespace_packages"))
     if isinstance(kwargs.get("test_suite"), str):
         meta.test_suite = kwargs["test_suite"]  # type: ignore[assignment]
+    if strs(kwargs.get("py_modules")) is not None:
+        meta.py_modules = strs(kwargs["py_modules"])
+    if isinstance(kwargs.get("url"), str):
+        meta.urls.setdefault("Homepage", kwargs["url"])  # type: ignore[arg-type]
+    if isinstance(kwargs.get("project_urls"), dict):
+        meta.urls.update({k: v for k, v in kwargs["project_urls"].items()  # type: ignore[union-attr]
+                          if isinstance(k, str) and isinstance(v, str)})
     if "use_scm_version" in kwargs or "setuptools_scm" in str(kwargs.get("setup_requires", "")):
         meta.vcs_version = True
 
@@ -499,7 +631,7 @@ def _pytest_ini(tree: Path) -> tuple[dict[str, object], str | None]:
     opts = _toml(tree / "pyproject.toml").get("tool", {}).get("pytest", {}).get("ini_options")
     if opts is not None:
         return dict(opts), "pyproject.toml [tool.pytest.ini_options]"
-    for fname, section in (("tox.ini", "pytest"), ("setup.cfg", "tool:pytest")):
+    for fname, section in (("tox.ini", "pytest"), ("setup.cfg", "tool:pytest"), ("setup.cfg", "pytest")):
         cfg = _cfg(tree / fname) if (tree / fname).is_file() else None
         if cfg and cfg.has_section(section):
             return dict(cfg.items(section)), f"{fname} [{section}]"
@@ -560,6 +692,7 @@ class _Builder:
     tree: Path
     meta: Metadata
     warnings: list[str]
+    as_of: tuple[dt.date, str] | None = None
     notes: dict[str, list[str]] = field(default_factory=dict)
 
     def note(self, section: str, text: str) -> None:
@@ -575,7 +708,15 @@ class _Builder:
         if import_root != ".":
             data["import_root"] = import_root
         tests, plugins, imported = self.tests_section(import_root)
-        install = self.install_section(plugins, imported, import_root)
+        install = self.install_section(plugins, imported, import_root, tests)
+        cfg = _cfg(self.tree / "setup.cfg") if (self.tree / "setup.cfg").is_file() else None
+        if cfg is not None and cfg.has_section("pytest") and not cfg.has_section("tool:pytest"):
+            install["pre_install"] = [_RENAME_PYTEST_SECTION]
+            self.note("install", "pre_install: setup.cfg's [pytest] section is an error since pytest 4, which coderun "
+                      "needs; it becomes [tool:pytest]")
+        if self.as_of:
+            install["resolve_as_of"] = self.as_of[0]
+            self.note("install", self.as_of[1])
         if install:
             data["install"] = install
         data["tests"] = tests
@@ -603,6 +744,19 @@ class _Builder:
         if self.meta.requires_python:
             evidence.insert(0, f"{self.meta.requires_python[0][1]} {self.meta.requires_python[0][0]!r}")
         chosen_from = [m for m in candidates if m in explicit] or candidates or sorted(explicit) or [11]
+        if not candidates and not explicit:
+            self.warnings.append(f"the project declares no Python from 3.{PY_MINORS[0]} on, the oldest coderun can "
+                                 f"run tests in; the draft says 3.{chosen_from[0]}, which it may not support")
+        if self.as_of:  # a Python released after the source could not have been tested with it
+            day = self.as_of[0]
+            of_its_time = [m for m in chosen_from if _PY_RELEASED.get(m, dt.date.max) <= day]
+            later = sorted(set(chosen_from) - set(of_its_time))
+            if later and of_its_time:
+                evidence.append(f"3.{later[0]} and later came out after the source's date ({day})")
+                chosen_from = of_its_time
+            elif later:  # older than every Python 3 here: the oldest is the nearest to its time
+                evidence.append(f"every allowed version came out after the source's date ({day})")
+                chosen_from = sorted(m for m in chosen_from if _have_python(m))[:1] or chosen_from[:1]
         installed = next((m for m in sorted(chosen_from, reverse=True) if _have_python(m)), None)
         pick = installed if installed is not None else max(chosen_from)
         why = "the highest of these with an interpreter on PATH" if installed is not None else \
@@ -660,13 +814,14 @@ class _Builder:
                 pkgs.append(rel)
             elif p.suffix == ".py" and p.name not in ("setup.py", "conftest.py", "noxfile.py", "fabfile.py",
                                                       "tasks.py", "conf.py", "versioneer.py") \
-                    and not _is_test_name(p.name):
-                mods.append(rel)
+                    and not _is_test_name(p.name) \
+                    and (self.meta.py_modules is None or p.stem in self.meta.py_modules):
+                mods.append(rel)  # with py_modules declared, a root benchmark.py is not the project's
         return pkgs, mods
 
     # -- tests -------------------------------------------------------------------------------------
 
-    def tests_section(self, import_root: str) -> tuple[dict, list[str], list[str]]:
+    def tests_section(self, import_root: str) -> tuple[dict, list[str], dict[str, list[str]]]:
         """(tests section, pytest plugins the configuration needs, distributions the tests import)."""
         ini, ini_file = _pytest_ini(self.tree)
         paths = self.test_paths(ini, ini_file, import_root)
@@ -685,6 +840,12 @@ class _Builder:
         else:
             self.warnings.append("no test directory or test files found; set tests.paths by hand")
         args, reqs = self.pytest_args(ini, ini_file, test_files, paths)
+        needy = self.suites_needing_services(paths)
+        if needy:
+            args += [f"--ignore={d}" for d in needy]
+            self.note("tests", f"{', '.join(needy)}: integration, functional or performance tests, which need "
+                      "servers, a network or long timings that a sandbox does not have; left out")
+            files = [f for f in files if not any(f.is_relative_to(self.tree / d) for d in needy)]
         if args:
             tests["args"] = args
         imported = self.test_imports(files, import_root)
@@ -704,6 +865,7 @@ class _Builder:
         if from_tox:
             self.note("tests", "paths from the test command in tox.ini")
             return from_tox
+        # A tests/ or test/ suite comes before any other file a CI script mentions (a root benchmark.py).
         if self.meta.test_suite:
             cand = self.meta.test_suite.split(":")[0].replace(".", "/")
             for c in (cand, f"{cand}.py", f"{import_root}/{cand}", f"{import_root}/{cand}.py"):
@@ -726,11 +888,28 @@ class _Builder:
                          for f in (self.tree / p).rglob("test*.py") if _test_kind(f)})
         return pkgs if spread else []
 
+    def suites_needing_services(self, paths: list[str]) -> list[str]:
+        """Directories under the test paths whose names say they need more than the code (a server, time)."""
+        found = []
+        for p in paths:
+            base = self.tree / p
+            if not base.is_dir():
+                continue
+            for d in sorted(base.rglob("*")):
+                if d.is_dir() and _SERVICE_SUITES.fullmatch(d.name) and not any(
+                        d.is_relative_to(self.tree / f) for f in found):
+                    found.append(d.relative_to(self.tree).as_posix())
+        return found
+
     def _tox_paths(self) -> list[str]:
         cfg = _cfg(self.tree / "tox.ini") if (self.tree / "tox.ini").is_file() else None
-        if cfg is None or not cfg.has_section("testenv"):
+        if cfg is None:
             return []
-        for line in _lines(cfg.get("testenv", "commands", fallback="")):
+        # A `unit` environment runs the tests that need nothing more than the code: it comes first.
+        sections = [sec for sec in cfg.sections() if re.fullmatch(r"testenv:.*\bunit\w*", sec)]
+        sections += ["testenv"] if cfg.has_section("testenv") else []
+        lines = [line for sec in sections for line in _lines(cfg.get(sec, "commands", fallback=""))]
+        for line in lines:
             try:
                 words = shlex.split(line)
             except ValueError:
@@ -738,7 +917,7 @@ class _Builder:
             if not any(w in ("pytest", "py.test") or w.endswith("/pytest") for w in words[:3]):
                 continue
             paths = [w.rstrip("/") for w in words[1:] if not w.startswith(("-", "{")) and w != "pytest"
-                     and (self.tree / w).exists()]
+                     and (self.tree / w).exists() and _holds_tests(self.tree / w)]
             if paths:
                 return paths
         return []
@@ -814,8 +993,8 @@ class _Builder:
         self.note("tests", f"the tests use Django: settings module {module}, run with pytest-django")
         return module
 
-    def test_imports(self, files: list[Path], import_root: str) -> list[str]:
-        """Distributions the tests import that nothing declares (the local ones left out)."""
+    def test_imports(self, files: list[Path], import_root: str) -> dict[str, list[str]]:
+        """Distributions the tests import unconditionally (the local ones left out), and the files that do."""
         # Importable without installing: what sits at the roots, and modules beside tests in plain directories
         # (pytest puts such a directory on sys.path).
         roots = {self.tree, self.tree / import_root} | {f.parent for f in files if not (f.parent / "__init__.py").is_file()}
@@ -823,21 +1002,33 @@ class _Builder:
         pkgs, mods = self.packages(import_root)
         own = {Path(p).name for p in pkgs} | {Path(m).stem for m in mods}
         stdlib = set(sys.stdlib_module_names) | {"__future__"}
-        wanted: dict[str, str] = {}
+        wanted: dict[str, list[str]] = {}
         for f in files:
             for mod in _imports(f):
                 top = mod.split(".")[0]
                 if top in stdlib or top in own or top in local or top.startswith("_") and top != "_pytest":
                     continue
-                if top in _NAMESPACES and "." in mod:
-                    wanted.setdefault(".".join(mod.split(".")[:2]), f.name)
-                else:
-                    wanted.setdefault(_DIST_OF.get(top, top), f.name)
-        return list(wanted)
+                dist = ".".join(mod.split(".")[:2]) if top in _NAMESPACES and "." in mod else _DIST_OF.get(top, top)
+                rel = f.relative_to(self.tree).as_posix()
+                if rel not in wanted.setdefault(dist, []):
+                    wanted[dist].append(rel)
+        return wanted
+
+    def on_index(self, requirement: str) -> bool:
+        """Whether pip's package index (pip's own configuration) has a distribution of this name; an index
+        that cannot be asked counts as having it."""
+        try:  # offline, pip would retry for minutes: one short try, and an unanswered question is a yes
+            proc = subprocess.run([*pip_command(), "index", "versions", "--disable-pip-version-check", "--retries",
+                                   "1", "--timeout", "15", dist_key(requirement)], capture_output=True, text=True,
+                                  stdin=subprocess.DEVNULL, timeout=60)
+        except subprocess.TimeoutExpired:
+            return True
+        return proc.returncode == 0 or "No matching distribution" not in proc.stderr + proc.stdout
 
     # -- install -----------------------------------------------------------------------------------
 
-    def install_section(self, plugins: list[str], imported: list[str], import_root: str) -> dict:
+    def install_section(self, plugins: list[str], imports: dict[str, list[str]], import_root: str,
+                        tests: dict) -> dict:
         install: dict[str, object] = {}
         meta = self.meta
         runtime: list[str] = []
@@ -887,7 +1078,14 @@ class _Builder:
         if meta.tests_require:
             self.note("install", "test dependencies from tests_require")
         known = {dist_key(d) for d in [*declared, *meta.tests_require, *tox, *inline, *plugins]} | {"pytest"}
-        imported = [r for r in imported if dist_key(r) not in known]
+        imported = [r for r in imports if dist_key(r) not in known]
+        missing = [r for r in imported if not self.on_index(r)]
+        if missing:
+            files = sorted({f for r in missing for f in imports[r]})
+            imported = [r for r in imported if r not in missing]
+            tests["args"] = [*tests.get("args", []), *[f"--ignore={f}" for f in files]]
+            self.note("tests", f"{', '.join(files)} import{'s' if len(files) == 1 else ''} "
+                      f"{', '.join(missing)}, which nothing declares and the package index does not have: left out")
         reqs = dedupe([*runtime, *inline, *meta.tests_require, *tox, *plugins, *imported],
                       skip=[*([] if runtime else declared), *(meta.name and [meta.name] or [])])
         reqs = [r for r in reqs if _valid_req(r) and not _NOT_FOR_TESTS.match(dist_key(r))]
@@ -928,6 +1126,14 @@ def _have_python(minor: int) -> bool:
 def _warning_filters(ini: dict) -> list[str]:
     value = ini.get("filterwarnings")
     return [str(v) for v in value] if isinstance(value, list) else _lines(str(value or ""))
+
+
+def _holds_tests(path: Path) -> bool:
+    """A test directory, or a test module by its name (a benchmark script defining test_ functions is not)."""
+    if path.is_dir():
+        return any(_is_test_name(f.name) or f.parent.name in ("tests", "test") for f in _py_files(path)
+                   if _test_kind(f))
+    return _is_test_name(path.name) or path.parent.name in ("tests", "test")
 
 
 def _is_test_name(name: str) -> bool:

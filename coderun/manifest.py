@@ -5,6 +5,7 @@ A manifest is converted once, here, into a frozen `Manifest`; every later stage 
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import re
@@ -62,6 +63,17 @@ class Install(_Strict):
     apt: list[str] = Field(default_factory=list, description="Debian packages (docker backend only)")
     pre_install: list[str] = Field(default_factory=list, description="shell commands run in the "
                                    "source tree before pip")
+    resolve_as_of: dt.date | Literal[False] | None = Field(
+        None, description="resolve dependencies among the releases up to this day (default for git sources: "
+        "the commit's date); false: today's releases")
+
+
+    def key_data(self) -> dict:
+        """The fields for build keys; an unset resolve_as_of is left out, so keys made before it existed hold."""
+        data = self.model_dump(mode="json")
+        if data.get("resolve_as_of") is None:
+            data.pop("resolve_as_of", None)
+        return data
 
 
 class IgnoredTest(_Strict):
@@ -136,7 +148,7 @@ class Manifest(_Strict):
 
     def install_hash(self, *parts: str) -> str:
         payload = json.dumps(
-            {"python": self.python, "install": self.install.model_dump(mode="json")}, sort_keys=True)
+            {"python": self.python, "install": self.install.key_data()}, sort_keys=True)
         return hashlib.sha256((payload + "|".join(parts)).encode()).hexdigest()[:16]
 
 
@@ -232,21 +244,37 @@ def find_manifest(name_or_path: str, settings: Settings) -> Manifest:
         if not p.is_file():
             raise ProjectNotFound(f"manifest file {p} does not exist")
         return load_manifest(p)
-    for d in reversed(manifest_dirs(settings)):
-        for ext in (".yaml", ".yml"):
-            if (d / f"{name_or_path}{ext}").is_file():
-                return load_manifest(d / f"{name_or_path}{ext}")
-    for f in manifest_files(settings):
-        try:
-            m = load_manifest(f)
-        except ManifestError:
-            continue
-        if m.name == name_or_path:
-            return m
+    for d in reversed(manifest_dirs(settings)):  # user folders first: they win over built-in ones
+        found = _named_in(d, name_or_path)
+        if len(found) > 1:
+            raise ManifestError(f"two manifests for {name_or_path!r} in {d}: "
+                                f"{', '.join(str(m.origin) for m in found)}",
+                                hint="remove or rename one of them (a manifest's file name and its `name` "
+                                     "field both name the project)")
+        if found:
+            return found[0]
     known = ", ".join(sorted(f.stem for f in manifest_files(settings))) or "none"
     raise ProjectNotFound(f"no project named {name_or_path!r}",
                           hint=f"known projects: {known}; or pass a path to a manifest file, "
                                "or add a directory with --projects / CODERUN_PROJECTS")
+
+
+def _named_in(folder: Path, name: str) -> list[Manifest]:
+    """The manifests of one folder named `name` by their file name or their `name` field."""
+    if not folder.is_dir():
+        return []
+    found = []
+    for f in sorted(folder.glob("*.yaml")) + sorted(folder.glob("*.yml")):
+        if f.stem == name:
+            found.append(load_manifest(f))  # asked for by its file name: its errors are the answer
+            continue
+        try:
+            m = load_manifest(f)
+        except ManifestError:
+            continue
+        if m.name == name:
+            found.append(m)
+    return found
 
 
 def all_manifests(settings: Settings) -> list[Manifest]:

@@ -82,7 +82,7 @@ def _checkout_git(name: str, url: str, rev: str, manifest: Manifest, settings: S
     except git.GitCommandError as e:
         raise SourceError(f"{name}: git failed for {url} at {rev!r}: {e.stderr.strip() or e}",
                           hint="check the url and rev in the manifest's source.git") from None
-    return _worktree(name, mirror, commit, "git", settings)
+    return _worktree(name, mirror, commit, "git", settings, upstream=url)
 
 
 def _mirror(url: str, mirror: Path) -> git.Repo:
@@ -112,11 +112,15 @@ def _resolve_rev(repo: git.Repo, rev: str) -> str:
                       hint="use a tag, a branch or a full commit sha that the repository has")
 
 
-def _worktree(name: str, repo_dir: Path, commit: str, kind: str, settings: Settings) -> Checkout:
+def _worktree(name: str, repo_dir: Path, commit: str, kind: str, settings: Settings,
+              upstream: str | None = None) -> Checkout:
+    """A clone of `repo_dir` at `commit`, with its submodules at their recorded commits (git keeps
+    symlinks as links). `upstream` is the URL relative submodule URLs are resolved against."""
     dest = settings.sources / f"{name}-{commit[:12]}"
     if (dest / ".git").exists():
-        head = git.Repo(dest).head.commit.hexsha
-        if head == commit and not git.Repo(dest).is_dirty(untracked_files=True):
+        repo = git.Repo(dest)
+        if repo.head.commit.hexsha == commit and not repo.is_dirty(untracked_files=True) \
+                and _submodules_ready(repo):
             return Checkout(name, dest, commit, kind)
         shutil.rmtree(dest)  # modified in place by someone: restore a clean tree
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -124,12 +128,33 @@ def _worktree(name: str, repo_dir: Path, commit: str, kind: str, settings: Setti
     try:
         clone = git.Repo.clone_from(str(repo_dir), tmp / "t", no_checkout=True)
         clone.git.checkout("--detach", commit)
+        if (tmp / "t" / ".gitmodules").is_file():
+            _update_submodules(clone, upstream)
         (tmp / "t").rename(dest)
     except git.GitCommandError as e:
         raise SourceError(f"{name}: cannot check out {commit}: {e.stderr.strip() or e}") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return Checkout(name, dest, commit, kind)
+
+
+def _submodules_ready(repo: git.Repo) -> bool:
+    """Every submodule checked out at the commit the superproject records ('-' uninitialised, '+' moved)."""
+    if not (Path(repo.working_tree_dir) / ".gitmodules").is_file():
+        return True
+    status = repo.git.submodule("status", "--recursive")
+    return not any(line[:1] in ("-", "+", "U") for line in status.splitlines())
+
+
+def _update_submodules(clone: git.Repo, upstream: str | None) -> None:
+    if upstream:  # relative submodule URLs (../lib.git) name siblings of the upstream, not of the mirror
+        clone.git.config("remote.origin.url", upstream)
+    # git refuses file:// submodules by default (CVE-2022-39253); a source that is itself local is the
+    # user's own machine, so its local submodules are allowed, and only then.
+    local = upstream is not None and (upstream.startswith("file://") or "://" not in upstream
+                                      and not re.match(r"^[\w.-]+@[\w.-]+:", upstream))
+    opts = ["-c", "protocol.file.allow=always"] if local else []
+    clone.git.execute(["git", *opts, "submodule", "update", "--init", "--recursive"])
 
 
 # ---------------------------------------------------------------------------------- snapshots
@@ -186,7 +211,7 @@ def download_sdist(requirement: str, settings: Settings) -> Path:
         return cached[0]
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="coderun-sdist-", dir=cache) as tmp:
-        cmd = [*_pip(), "download", "--no-deps", "--no-binary", ":all:", "--disable-pip-version-check",
+        cmd = [*pip_command(), "download", "--no-deps", "--no-binary", ":all:", "--disable-pip-version-check",
                "--dest", tmp, requirement]
         proc = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
         got = [p for p in Path(tmp).iterdir() if pattern.match(p.name)]
@@ -200,7 +225,7 @@ def download_sdist(requirement: str, settings: Settings) -> Path:
     return dest
 
 
-def _pip() -> list[str]:
+def pip_command() -> list[str]:
     """pip of coderun's own interpreter, else the one on PATH (a `uv tool` install has no pip)."""
     if importlib.util.find_spec("pip") is not None:
         return [sys.executable, "-m", "pip"]

@@ -182,3 +182,29 @@ def test_pull_strategy_uses_a_python_slim_image_already_in_the_engine(docker_eng
     finally:
         docker_engine.images.remove(ref)
     assert choose_strategy(docker_engine, HOST_PYTHON, None) is BaseStrategy.ROOTFS
+
+
+def test_pre_install_change_to_a_task_file_survives_docker_evaluation(tmp_path, monkeypatch, docker_engine):
+    """eval on docker read a task's original file from the bare checkout, so pre_install's edit was undone."""
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    write_tree(tmp_path / "gen", {
+        "gen/__init__.py": "",
+        "gen/scale.py": 'FACTOR = 1\n\n\ndef scale(values):\n    """Return every value multiplied by FACTOR."""\n'
+                        "    out = []\n    for v in values:\n        out.append(v * FACTOR)\n    return out\n",
+        "tests/test_scale.py": "from gen.scale import scale\n\n\ndef test_scale():\n    assert scale([1, 2]) == [3, 6]\n"})
+    name = f"gen-{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.yaml").write_text(
+        f"name: {name}\nsource: {{path: gen}}\npython: '{HOST_PYTHON}'\n"
+        "install:\n  pre_install: [\"sed -i 's/^FACTOR = 1$/FACTOR = 3/' gen/scale.py\"]\ntests:\n  paths: [tests]\n")
+    try:
+        res = runner.invoke(app, ["tasks", "build", str(tmp_path / f"{name}.yaml"), "--backend", "docker"])
+        assert res.exit_code == 0, res.output
+        res = runner.invoke(app, ["eval", "--backend", "docker", "--ground-truth", "--run-dir", str(tmp_path / "gt"),
+                                  "--projects", str(tmp_path), "--project", name])
+        assert res.exit_code == 0, res.output
+        report = json.loads((tmp_path / "gt" / "report.json").read_text())
+        assert report["overall"]["tasks"] == 1 and report["overall"]["pass@k"]["1"] == 1.0
+    finally:
+        for image in docker_engine.images.list(name=f"coderun/{name}"):
+            for tag in image.tags:
+                docker_engine.images.remove(tag, force=True)

@@ -36,9 +36,13 @@ def make_repo(root: Path, files: dict[str, str], *, commit: bool = True) -> Path
 
 
 def draft(source: str | Path, home: Path) -> dict:
+    """The draft as data, without the date of today's commits (tests of the date look at it themselves)."""
     text = draft_manifest(str(source), Settings(home=home))
     parse_manifest(text, Path("draft.yaml"))  # every draft validates
-    return yaml.safe_load(text)
+    data = yaml.safe_load(text)
+    if data.get("install", {}).pop("resolve_as_of", None) and not data["install"]:
+        del data["install"]
+    return data
 
 
 def best_installed(minors: list[int]) -> str:
@@ -249,3 +253,135 @@ def test_drafted_manifest_builds_with_a_passing_baseline(tmp_path, requirement):
     counts = load_baseline(env).counts()
     ran = counts["passed"] + counts["failed"] + counts["error"]
     assert ran >= 15 and counts["passed"] >= 0.9 * ran, counts
+
+
+def test_git_draft_resolves_as_of_the_commit_date_with_a_python_of_its_time(tmp_path):
+    """A draft left requirements unpinned, so the env took today's releases for an old project; and it
+    chose a Python newer than the project, with which its era's build tools fail (distutils is gone)."""
+    root = tmp_path / "dated"
+    make_repo(root, {**PKG, "tests/test_add.py": TEST_ADD, "setup.py": textwrap.dedent("""\
+        from setuptools import setup
+        setup(name="dated", packages=["pkg"], python_requires=">=3.6",
+              classifiers=["Programming Language :: Python :: 3"])
+        """)}, commit=False)
+    repo = git.Repo.init(root)
+    with repo.git.custom_environment(**_IDENTITY, GIT_COMMITTER_DATE="2021-03-04T23:30:00-0500",
+                                     GIT_AUTHOR_DATE="2021-03-04T23:30:00-0500"):
+        repo.git.add("--all")
+        repo.git.commit("-q", "-m", "init")
+    text = draft_manifest(str(root), Settings(home=tmp_path / "home"))
+    assert load_manifest_text(text).install.resolve_as_of.isoformat() == "2021-03-05"  # in UTC
+    assert "# resolve_as_of: the commit's date" in text
+    assert yaml.safe_load(text)["python"] == best_installed([6, 7, 8, 9])  # 3.10 came out in October 2021
+    assert "3.10 and later came out after the source's date (2021-03-05)" in text
+
+
+def load_manifest_text(text: str):
+    return parse_manifest(text, Path("draft.yaml"))
+
+
+@pytest.mark.network
+def test_sdist_draft_resolves_as_of_the_day_the_sdist_was_made():
+    """cachetools 4.2.1 was released on 2021-01-24; its requirements must not take later releases."""
+    text = draft_manifest("cachetools==4.2.1", load_settings())
+    assert load_manifest_text(text).install.resolve_as_of.isoformat() == "2021-01-24"
+
+
+def test_source_without_tests_is_an_error_proposing_the_repository_at_its_tag(tmp_path, monkeypatch):
+    """A draft of an sdist without tests was written anyway, and no task could ever be verified."""
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    unpacked = make_repo(tmp_path / "notests-1.2", {**PKG, "PKG-INFO": textwrap.dedent("""\
+        Metadata-Version: 2.1
+        Name: notests
+        Version: 1.2
+        Home-page: https://example.org/docs
+        Project-URL: Source, https://git.example.org/me/notests
+        """), "benchmark.py": "def test_speed():\n    pass\n"}, commit=False)
+    res = CliRunner().invoke(app, ["projects", "add", str(unpacked)])
+    out = " ".join(res.output.split())
+    assert res.exit_code == 2, res.output
+    assert "has no tests" in out and "coderun projects add https://git.example.org/me/notests --rev v1.2" in out
+    repo = make_repo(tmp_path / "gitnotests", PKG)
+    res = CliRunner().invoke(app, ["projects", "add", str(repo)])
+    assert res.exit_code == 2 and "has no tests" in " ".join(res.output.split())
+
+
+def test_rev_option_tries_the_release_tag_with_and_without_v(tmp_path):
+    """`projects add URL --rev 1.0` reads the release whose tag is v1.0."""
+    repo = make_repo(tmp_path / "tagged", {**PKG, "tests/test_add.py": TEST_ADD})
+    tagged = git.Repo(repo)
+    tagged.create_tag("v1.0")
+    with tagged.git.custom_environment(**_IDENTITY):
+        (repo / "pkg" / "util.py").write_text("X = 2\n")
+        tagged.git.commit("-qam", "after the release")
+    d = yaml.safe_load(draft_manifest(str(repo), Settings(home=tmp_path / "home"), rev="1.0"))
+    assert d["source"]["git"]["rev"] == tagged.tags["v1.0"].commit.hexsha
+    with pytest.raises(UsageError):
+        draft_manifest("six==1.16.0", Settings(home=tmp_path / "home"), rev="1.0")
+
+
+def test_tests_directory_wins_over_a_root_script_a_ci_command_names(tmp_path):
+    """A draft once named a root benchmark.py from tox's command as the suite, and its module as the project's."""
+    repo = make_repo(tmp_path / "proj", {
+        "tabby.py": "def add(a, b):\n    return a + b\n", "benchmark.py": "import tabby\n\n\ndef test_speed():\n    pass\n",
+        "setup.py": "from setuptools import setup\nsetup(name='tabby', py_modules=['tabby'])\n",
+        "tox.ini": "[tox]\nenvlist = py39\n[testenv]\ncommands = pytest benchmark.py\n",
+        "test/test_tabby.py": "from tabby import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n"})
+    d = draft(repo, tmp_path / "home")
+    assert d["tests"]["paths"] == ["test"]
+    assert d["tasks"]["discover"]["include"] == ["tabby.py"]
+
+
+def test_suites_needing_servers_and_linter_plugins_are_left_out(tmp_path):
+    """Integration and performance suites and linters run as pytest plugins failed every baseline."""
+    repo = make_repo(tmp_path / "proj", {
+        **PKG, "setup.cfg": "[tool:pytest]\naddopts = --flake8 -ra\n",
+        "requirements-test.txt": "pytest\npytest-flake8\nmock\n",
+        "tox.ini": "[tox]\nenvlist = py39,unit\n[testenv]\ncommands = pytest tests\n"
+                   "[testenv:unit]\ncommands = pytest tests/unit\n",
+        "tests/unit/test_add.py": TEST_ADD,
+        "tests/unit/perf/test_speed.py": "def test_speed():\n    pass\n",
+        "tests/integration/test_db.py": "import psycopg2\n\n\ndef test_db():\n    pass\n"})
+    d = draft(repo, tmp_path / "home")
+    assert d["tests"]["paths"] == ["tests/unit"]  # tox's unit environment
+    assert d["tests"]["args"] == ["-o", "addopts=-ra", "--ignore=tests/unit/perf"]
+    assert d["install"]["requirements"] == ["pytest", "mock"]
+    repo = make_repo(tmp_path / "proj2", {**PKG, "tests/test_add.py": TEST_ADD,
+                                          "tests/integration/test_db.py": "import psycopg2\n"})
+    text = draft_manifest(str(repo), Settings(home=tmp_path / "home"))
+    assert yaml.safe_load(text)["tests"]["args"] == ["--ignore=tests/integration"]
+    assert "need servers" in text and "psycopg2" not in text.split("tests:")[0]
+
+
+@pytest.mark.network
+def test_undeclared_test_imports_are_required_when_the_index_has_them_else_left_out(tmp_path):
+    """A unit test importing a package no requirement names failed at collection in every run."""
+    repo = make_repo(tmp_path / "proj", {
+        **PKG, "tests/test_add.py": TEST_ADD,
+        "tests/test_frame.py": "import pandas\n\n\ndef test_frame():\n    assert pandas\n",
+        "tests/test_gone.py": "import coderun_no_such_distribution_q7\n\n\ndef test_gone():\n    pass\n"})
+    text = draft_manifest(str(repo), Settings(home=tmp_path / "home"))
+    d = yaml.safe_load(text)
+    assert d["install"]["requirements"] == ["pandas"]
+    assert d["tests"]["args"] == ["--ignore=tests/test_gone.py"]
+    assert "coderun_no_such_distribution_q7, which nothing declares and the package index does not have" in \
+        " ".join(line.lstrip("# ") for line in text.splitlines())
+
+
+def test_a_project_older_than_every_python_here_gets_the_oldest_coderun_runs(tmp_path):
+    """A 2015 project was drafted for 3.13 (its classifiers say only "Python :: 3"), where nothing of 2015
+    builds; and its setup.cfg [pytest] section is an error for the pytest coderun needs."""
+    root = tmp_path / "old"
+    make_repo(root, {**PKG, "tests/test_add.py": TEST_ADD, "setup.cfg": "[pytest]\naddopts = -ra\n",
+                     "setup.py": "from setuptools import setup\nsetup(name='old', packages=['pkg'], "
+                                 "classifiers=['Programming Language :: Python :: 3'])\n"}, commit=False)
+    repo = git.Repo.init(root)
+    with repo.git.custom_environment(**_IDENTITY, GIT_COMMITTER_DATE="2015-10-07T12:00:00+0000"):
+        repo.git.add("--all")
+        repo.git.commit("-q", "-m", "init")
+    text = draft_manifest(str(root), Settings(home=tmp_path / "home"))
+    m = load_manifest_text(text)
+    oldest = next(f"3.{v}" for v in PY_MINORS if find_python(f"3.{v}")[1])
+    assert m.python == oldest and "every allowed version came out after the source's date (2015-10-07)" in text
+    assert len(m.install.pre_install) == 1 and "[tool:pytest]" in m.install.pre_install[0]
+    assert m.install.resolve_as_of.isoformat() == "2015-10-07"

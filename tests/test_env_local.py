@@ -79,3 +79,54 @@ def test_inherited_tests_get_pytests_node_ids(tmp_path):
                      '</testsuite></testsuites>')
     got = {t.nodeid: t.outcome for t in parse_junit(junit, rootdir=tmp_path)}
     assert got == {"tests/test_x.py::XTest::test_a": "passed", "tests/test_x.py::test_b[1]": "failed"}
+
+
+GENERATED_PROJECT = {
+    "gen/__init__.py": "",
+    "gen/scale.py": '''"""Scaling with a factor generated at install time."""
+from gen._factor import FACTOR
+
+
+def scale(values):
+    """Return every value multiplied by the generated factor."""
+    out = []
+    for v in values:
+        out.append(v * FACTOR)
+    return out
+''',
+    "tests/test_scale.py": '''from gen.scale import scale
+
+
+def test_scale():
+    assert scale([1, 2]) == [3, 6]
+
+
+def test_scale_empty():
+    assert scale([]) == []
+''',
+}
+
+
+@pytest.mark.slow
+def test_pre_install_output_is_seen_by_tasks_and_evaluation(tmp_path, monkeypatch):
+    """pre_install changed only the baseline's copy: tasks build and eval ran on the untouched checkout."""
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    write_tree(tmp_path / "gen", GENERATED_PROJECT)
+    manifest = tmp_path / "gen.yaml"
+    manifest.write_text("name: gen\nsource: {path: gen}\npython: '3.11'\n"
+                        "install:\n  pre_install: [\"printf 'FACTOR = 3\\\\n' > gen/_factor.py\"]\n"
+                        "tests:\n  paths: [tests]\n")
+    res = runner.invoke(app, ["env", "build", str(manifest), "--backend", "local", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout.strip().splitlines()[-1])[0]["passed"] == 2
+    res = runner.invoke(app, ["tasks", "build", str(manifest), "--json"])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["tasks", "list", "--project", "gen", "--json"])
+    assert [json.loads(line)["name"] for line in res.stdout.splitlines()] == ["scale"], res.output
+    res = runner.invoke(app, ["eval", "--backend", "local", "--ground-truth", "--run-dir", str(tmp_path / "gt"),
+                              "--projects", str(tmp_path), "--project", "gen"])
+    assert res.exit_code == 0, res.output
+    report = json.loads((tmp_path / "gt" / "report.json").read_text())
+    assert report["overall"]["pass@k"]["1"] == 1.0
+    # The source checkout itself stays as the commit has it.
+    assert not list((tmp_path / "home" / "src").glob("gen-*/gen/_factor.py"))

@@ -81,3 +81,29 @@ def test_unknown_project_is_a_clear_error():
     result = runner.invoke(app, ["projects", "show", "no-such-project"])
     assert result.exit_code == 2
     assert "no project named 'no-such-project'" in result.output
+
+
+@pytest.mark.parametrize("other", ["demo.yml", "copy.yaml"])
+def test_two_manifests_with_one_name_in_a_folder_is_an_error_naming_both(tmp_path, monkeypatch, other):
+    """With two `demo` manifests in one folder, the lookup silently took whichever came first."""
+    (tmp_path / "demo.yaml").write_text(GOOD)
+    (tmp_path / other).write_text(GOOD.replace('"3.11"', '"3.10"'))
+    monkeypatch.setenv("CODERUN_PROJECTS", str(tmp_path))
+    with pytest.raises(ManifestError) as e:
+        find_manifest("demo", load_settings())
+    assert str(tmp_path / "demo.yaml") in e.value.message and str(tmp_path / other) in e.value.message
+    result = runner.invoke(app, ["projects", "show", "demo"])
+    assert result.exit_code == 2 and other in result.output
+    # One left: found, as before.
+    (tmp_path / other).unlink()
+    assert find_manifest("demo", load_settings()).python == "3.11"
+
+
+@pytest.mark.parametrize("value, ok", [("2021-05-05", True), ("false", True), ("true", False), ("soon", False)])
+def test_resolve_as_of_is_a_date_or_false(value, ok):
+    text = GOOD.replace("tests:\n", f"install:\n  resolve_as_of: {value}\ntests:\n", 1)
+    if ok:
+        parse_manifest(text, Path("demo.yaml"))
+    else:
+        with pytest.raises(ManifestError, match="install.resolve_as_of"):
+            parse_manifest(text, Path("demo.yaml"))

@@ -155,3 +155,24 @@ def test_pypi_sdist_missing_from_the_configured_index_is_clear(tmp_path, setting
     with pytest.raises(SourceError, match="no sdist of tinypkg==2.0 from pip's package index") as e:
         checkout(m, settings)
     assert "pip config list" in e.value.hint
+
+
+def test_git_checkout_has_submodules_at_their_commits_and_keeps_symlinks(tmp_path, settings):
+    """A checkout left submodules empty, so a project whose code or tests live in one could not run."""
+    sub = tmp_path / "vendored"
+    pinned = make_repo(sub, {"vendored/__init__.py": "V = 1\n"})
+    make_repo(sub, {"vendored/__init__.py": "V = 2\n"})  # a later commit the superproject does not record
+    sup = tmp_path / "super"
+    make_repo(sup, {"pkg/__init__.py": "X = 1\n"})
+    git(sup, "-c", "protocol.file.allow=always", "submodule", "add", "-q", f"file://{sub}", "third_party/vendored")
+    git(sup / "third_party" / "vendored", "checkout", "-q", pinned)
+    (sup / "pkg" / "link.py").symlink_to("__init__.py")
+    git(sup, "add", "-A")
+    git(sup, "commit", "-q", "-m", "submodule and symlink")
+    m = manifest(f"name: pkg\nsource:\n  git: {{url: 'file://{sup}', rev: main}}\npython: '3.11'\n",
+                 tmp_path / "m.yaml")
+    co = checkout(m, settings)
+    assert (co.path / "third_party/vendored/vendored/__init__.py").read_text() == "V = 1\n"
+    link = co.path / "pkg" / "link.py"
+    assert link.is_symlink() and str(link.readlink()) == "__init__.py"
+    assert checkout(m, settings) == co  # reused, not seen as a modified tree

@@ -64,17 +64,19 @@ def _check_file(root: Path, rel: str) -> str:
 
 
 def cache_path(settings: Settings, project: str, commit: str, python: Path | None, use_jedi: bool,
-               import_root: str) -> Path:
-    """One file per (commit, analyzer version, interpreter, jedi on/off, import root)."""
-    key = hashlib.sha256(json.dumps([commit, ANALYZER_VERSION, str(python or ""), use_jedi, import_root])
-                         .encode()).hexdigest()[:16]
+               import_root: str, tree: Path | None = None) -> Path:
+    """One file per (commit, analyzer version, interpreter, jedi on/off, import root), and per tree when
+    it is not the plain checkout (an environment's tree after install.pre_install has more files)."""
+    parts = [commit, ANALYZER_VERSION, str(python or ""), use_jedi, import_root] + ([str(tree)] if tree else [])
+    key = hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
     return settings.analysis_cache / project / f"{commit[:12]}-{key}.json"
 
 
 def analyze_cached(checkout, settings: Settings, python: Path | None = None, use_jedi: bool = True, *,
                    import_root: str = ".", progress: Progress | None = None) -> ProjectAnalysis:
     """`analyze_project` on a `coderun.sources.Checkout`, reusing the saved result for the same commit."""
-    path = cache_path(settings, checkout.project, checkout.commit, python, use_jedi, import_root)
+    path = cache_path(settings, checkout.project, checkout.commit, python, use_jedi, import_root,
+                      tree=None if checkout.path.parent == settings.sources else checkout.path)
     if path.is_file():
         try:
             return ProjectAnalysis.model_validate_json(path.read_text(encoding="utf-8"))

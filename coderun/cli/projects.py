@@ -81,7 +81,10 @@ def add(source: str = typer.Argument(..., help='A git URL (https, ssh, file://),
                                            "(default: print it)."),
         name: str | None = typer.Option(None, "--name", help="Project name (default: from the project's "
                                         "metadata)."),
-        force: bool = typer.Option(False, "--force", help="Overwrite an existing output file.")) -> None:
+        force: bool = typer.Option(False, "--force", help="Overwrite an existing output file."),
+        rev: str | None = typer.Option(None, "--rev", help="For a git source: the tag, branch or commit to "
+                                       "read (default: HEAD); a release tag is tried with and without 'v'.")
+        ) -> None:
     """Draft a manifest for a repository: python version, dependencies and tests read from its files."""
     from coderun.draft import make_draft
     from coderun.errors import UsageError
@@ -89,7 +92,7 @@ def add(source: str = typer.Argument(..., help='A git URL (https, ssh, file://),
     if output is not None and output.exists() and not force:
         raise UsageError(f"{output} already exists", hint="pass --force to overwrite it, or choose another -o")
     with err_console.status(f"reading {source}"):
-        draft = make_draft(source, settings(), name=name)
+        draft = make_draft(source, settings(), name=name, rev=rev)
     for w in draft.warnings:
         err_console.print(f"[yellow]warning:[/] {w}", highlight=False)
     if output is None:

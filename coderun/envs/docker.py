@@ -18,6 +18,7 @@ without network, and listed again when the image id changes) under $CODERUN_HOME
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import json
 import os
@@ -35,11 +36,12 @@ from rich.console import Console
 from coderun.config import Settings
 from coderun.envs import dockerlib
 from coderun.envs.base_image import PYTHON_IN_IMAGE, BaseSpec, BaseStrategy, base_spec, build_base_image
-from coderun.envs.local import find_python, pip_requirements
+from coderun.envs.local import find_python, pip_requirements, requirements_in, resolve_date
+from coderun.envs.resolve import compile_requirements
 from coderun.errors import EnvironmentBuildError, SandboxError
 from coderun.manifest import Manifest
 from coderun.records import Baseline, ProjectEnvironment
-from coderun.sources import Checkout, checkout
+from coderun.sources import Checkout, checkout, pip_command
 from coderun.testrun import parse_junit, pytest_command, test_env
 from coderun.versions import PACKAGES_SCRIPT, project_environment
 
@@ -113,12 +115,14 @@ def plan_image(manifest: Manifest, settings: Settings, client: docker.DockerClie
                base: BaseStrategy | None = None) -> ImagePlan:
     co = checkout(manifest, settings)
     spec = base_spec(client, manifest.python, base, tuple(manifest.install.apt))
-    install = json.dumps(manifest.install.model_dump(mode="json"), sort_keys=True)
+    install = json.dumps(manifest.install.key_data(), sort_keys=True)
     # The project's own wheel (install.project / extras) is in the deps layer, so then it is per commit.
     needs_tree = manifest.install.project or bool(manifest.install.extras)
+    as_of = resolve_date(manifest, co)  # a git source's commit date when the manifest gives none
     deps_key = dockerlib.content_hash(
         spec.tag, spec.glibc, manifest.python, install, _requirement_files(manifest, co.path),
-        co.commit if needs_tree else "", dockerlib.recipe_text("deps.Dockerfile"))
+        co.commit if needs_tree else "", dockerlib.recipe_text("deps.Dockerfile"),
+        *([f"as-of {as_of}"] if as_of else []))
     source_key = dockerlib.content_hash(
         f"{manifest.name}:deps-{deps_key}", co.commit, manifest.import_root, install,
         dockerlib.recipe_text("source.Dockerfile"))
@@ -223,14 +227,30 @@ def wheelhouse(plan: ImagePlan, tree: Path, settings: Settings, console: Console
     log.unlink(missing_ok=True)
     # --use-pep517: an sdist without pyproject.toml still builds in an isolated env with `wheel`
     # (a legacy `setup.py bdist_wheel` fails when the host interpreter lacks it); pip_args may override.
+    reqs = pip_requirements(plan.manifest, tree)
+    as_of = resolve_date(plan.manifest, plan.checkout)
+    if as_of is not None:  # the same pins as the local backend: the releases up to the project's date
+        reqs = ["-r", str(_resolve_on_host(plan, tree, python, as_of, out, settings))]
     cmd = [str(python), "-m", "pip", "wheel", "--wheel-dir", str(out),
-           "--use-pep517", *plan.manifest.install.pip_args, *pip_requirements(plan.manifest, tree)]
+           "--use-pep517", *plan.manifest.install.pip_args, *reqs]
     with tempfile.TemporaryDirectory(prefix="coderun-manylinux-") as policy:
         env = {**_host_env(python), "PYTHONPATH": _manylinux_policy(Path(policy), plan.base.glibc)}
         dockerlib.run_logged(cmd, log, cwd=tree, env=env, console=console,
                     title=f"{plan.manifest.name}: wheelhouse (Python {plan.manifest.python}, host)")
     (out / ".complete").write_text(shlex.join(cmd) + "\n")
     return out
+
+
+def _resolve_on_host(plan: ImagePlan, tree: Path, python: Path, as_of: dt.date, out: Path,
+                     settings: Settings) -> Path:
+    """`resolved.txt` in the wheelhouse: the requirements pinned as of `as_of` for the image's Python."""
+    req_in = out / "requirements.in"
+    req_in.write_text(requirements_in(plan.manifest, tree))
+    resolved = out / "resolved.txt"
+    compile_requirements(req_in, resolved, python=python, as_of=as_of, pip=pip_command(),
+                         pip_args=list(plan.manifest.install.pip_args),
+                         log=_log(settings, plan, "resolve", plan.deps_key), env=_host_env(python), tree=tree)
+    return resolved
 
 
 def _manylinux_policy(directory: Path, glibc: str) -> str:

@@ -2,6 +2,8 @@
 
 Layout of `$CODERUN_HOME/envs/<project>-<key>/` (key = hash of python version, install spec, commit):
     venv/            the virtual environment (dependencies, pytest, coverage; never the project's code)
+    project/         only with `install.pre_install`: the checkout after those commands, the tree that
+                     the baseline, tasks build and evaluation all use (`LocalEnv.checkout` points here)
     env.json         what built it and how long it took
     packages.json    the interpreter's version and every installed distribution (ProjectEnvironment)
     baseline.json    every test's outcome on the original code (coderun.records.Baseline)
@@ -12,6 +14,7 @@ function is what the tests see, never an installed version.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import os
@@ -21,15 +24,16 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from coderun.config import Settings
 from coderun.envs.progress import Steps
+from coderun.envs.resolve import TOOLING, compile_requirements
 from coderun.errors import EnvironmentBuildError
 from coderun.manifest import Manifest
 from coderun.records import Baseline, ProjectEnvironment
-from coderun.sources import Checkout, checkout
+from coderun.sources import Checkout, checkout, pip_command
 from coderun.testrun import parse_junit, pytest_command, test_env
 from coderun.versions import PACKAGES_SCRIPT, project_environment
 
@@ -56,6 +60,11 @@ class LocalEnv:
         return self.path / "packages.json"
 
     @property
+    def resolved_path(self) -> Path:
+        """The pinned requirements when the dependencies were resolved as of a date."""
+        return self.path / "resolved.txt"
+
+    @property
     def logs(self) -> Path:
         return self.path / "logs"
 
@@ -77,10 +86,14 @@ class LocalEnv:
 def _env_for(manifest: Manifest, settings: Settings, co: Checkout) -> LocalEnv:
     interpreter, _ = find_python(manifest.python)
     # The interpreter actually used is part of the key: installing python3.9 later rebuilds.
-    key = manifest.install_hash(co.commit, ENV_RECIPE_VERSION, _version_of(str(interpreter)) or "")
+    as_of = resolve_date(manifest, co)  # a git source's commit date when the manifest gives none
+    key = manifest.install_hash(co.commit, ENV_RECIPE_VERSION, _version_of(str(interpreter)) or "",
+                                *([f"as-of {as_of}"] if as_of else []))
     path = settings.envs / f"{manifest.name}-{key}"
     # The venv depends on the install spec only; the baseline also on how the tests are run.
     tests_key = hashlib.sha256(manifest.tests.model_dump_json().encode()).hexdigest()[:16]
+    if manifest.install.pre_install:  # every stage uses the tree the commands prepared, never the bare checkout
+        co = replace(co, path=path / "project")
     return LocalEnv(manifest.name, path, path / "venv" / "bin" / "python", co, key, tests_key)
 
 
@@ -150,8 +163,49 @@ def _check(proc: subprocess.CompletedProcess, log: Path, step: str, hint: str | 
                                     log_tail=_tail(log), hint=hint)
 
 
-def pip_requirements(manifest: Manifest, tree: Path) -> list[str]:
-    """pip arguments that install the manifest's dependencies (and test tooling) from `tree`."""
+def resolve_date(manifest: Manifest, co: Checkout) -> dt.date | None:
+    """The day the dependencies are resolved as of: `install.resolve_as_of`, else a git source's commit
+    date; None resolves today's releases (sdists and directories carry no date of their own)."""
+    if manifest.install.resolve_as_of is False:  # the manifest asks for today's releases
+        return None
+    if manifest.install.resolve_as_of is not None:
+        return manifest.install.resolve_as_of
+    if co.kind != "git":
+        return None
+    out = subprocess.run(["git", "show", "-s", "--format=%cs", co.commit], cwd=co.path, capture_output=True,
+                         text=True, stdin=subprocess.DEVNULL)
+    if out.returncode != 0:
+        raise EnvironmentBuildError(f"{manifest.name}: cannot read the date of commit {co.commit[:12]}: "
+                                    f"{out.stderr.strip()}", hint="set install.resolve_as_of in the manifest")
+    return dt.date.fromisoformat(out.stdout.strip())
+
+
+def _resolve(manifest: Manifest, env: LocalEnv, tree: Path, as_of: dt.date, venv_env: dict[str, str]) -> None:
+    """Pin the manifest's requirements as of `as_of` into `resolved.txt` (see coderun.envs.resolve)."""
+    req_in = env.path / "requirements.in"
+    req_in.write_text(requirements_in(manifest, tree))
+    compile_requirements(req_in, env.resolved_path, python=env.python, as_of=as_of, pip=pip_command(),
+                         pip_args=list(manifest.install.pip_args), log=env.logs / "resolve.log", env=venv_env,
+                         tree=tree)
+
+
+def requirements_in(manifest: Manifest, tree: Path) -> str:
+    """The manifest's requirements as a requirements file for resolving as of a date."""
+    args = pip_requirements(manifest, tree, dated=True)
+    lines, i = [], 0
+    while i < len(args):  # pip arguments to requirements-file lines: `-r FILE` stays one line
+        if args[i] == "-r":
+            lines.append(f"-r {args[i + 1]}")
+            i += 2
+        else:
+            lines.append(args[i])
+            i += 1
+    return "\n".join(lines) + "\n"
+
+
+def pip_requirements(manifest: Manifest, tree: Path, *, dated: bool = False) -> list[str]:
+    """pip arguments that install the manifest's dependencies (and test tooling) from `tree`. `dated`:
+    they are resolved as of a date, and the test tooling needs floors of its own (see coderun.envs.resolve)."""
     args: list[str] = list(manifest.install.requirements)
     for f in manifest.install.requirements_files:
         if not (tree / f).is_file():
@@ -162,7 +216,8 @@ def pip_requirements(manifest: Manifest, tree: Path) -> list[str]:
         extras = f"[{','.join(manifest.install.extras)}]" if manifest.install.extras else ""
         args.append(f"{tree}{extras}")
     named = {re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0].lower() for r in manifest.install.requirements}
-    args += [spec for name, spec in _TOOLING.items() if name not in named]
+    tooling = TOOLING if dated else _TOOLING
+    args += [spec for name, spec in tooling.items() if name not in named]
     return args
 
 
@@ -189,22 +244,25 @@ def build_local_env(manifest: Manifest, settings: Settings, *, force: bool = Fal
     env.logs.mkdir(parents=True)
     started = time.monotonic()
     with Steps(f"env {manifest.name}") as steps, tempfile.TemporaryDirectory(prefix="coderun-build-") as tmp:
-        tree = Path(tmp) / "tree"
-        shutil.copytree(co.path, tree, symlinks=True, ignore=shutil.ignore_patterns(".git"))
         venv = env.path / "venv"
         with steps.step("create venv"):
             _check(_run([str(python), "-m", "venv", str(venv)], env.logs / "venv.log", step="venv"),
                    env.logs / "venv.log", "creating the venv")
         venv_env = _venv_env(venv)
-        for i, command in enumerate(manifest.install.pre_install):
-            with steps.step(f"pre_install {i + 1}"):
-                log = env.logs / "pre_install.log"
-                _check(_run(["sh", "-c", command], log, cwd=tree, env=venv_env, step="pre_install"),
-                       log, f"pre_install command {command!r}")
+        if manifest.install.pre_install:
+            _prepare_tree(manifest, co.path, env, venv_env, steps)
+        # pip and the baseline run in a throwaway copy: in-tree builds and caches stay out of the kept tree.
+        tree = Path(tmp) / "tree"
+        shutil.copytree(env.checkout.path, tree, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+        as_of = resolve_date(manifest, co)
+        if as_of is not None:
+            with steps.step(f"resolve dependencies as of {as_of}"):
+                _resolve(manifest, env, tree, as_of, venv_env)
         with steps.step("install dependencies"):
             log = env.logs / "pip.log"
+            reqs = ["-r", str(env.resolved_path)] if as_of else pip_requirements(manifest, tree)
             cmd = [str(env.python), "-m", "pip", "install", "--disable-pip-version-check",
-                   *manifest.install.pip_args, *pip_requirements(manifest, tree)]
+                   *manifest.install.pip_args, *reqs]
             _check(_run(cmd, log, cwd=tree, env=venv_env, step="pip install"), log, "pip install",
                    hint="check install.requirements in the manifest")
         with steps.step("record installed versions"):
@@ -213,7 +271,7 @@ def build_local_env(manifest: Manifest, settings: Settings, *, force: bool = Fal
             baseline = run_baseline(manifest, env, tree, venv_env)
     env.baseline_path.write_text(baseline.model_dump_json(indent=1))
     meta = {"project": manifest.name, "key": env.key, "tests_key": env.tests_key, "commit": co.commit,
-            "python": str(python),
+            "python": str(python), "resolved_as_of": as_of.isoformat() if as_of else None,
             "python_version": _version_of(str(env.python)), "exact_python": exact,
             "build_seconds": round(time.monotonic() - started, 1), "counts": baseline.counts()}
     (env.path / "env.json").write_text(json.dumps(meta, indent=1))
@@ -239,6 +297,16 @@ def local_packages(env: LocalEnv) -> ProjectEnvironment:
         return ProjectEnvironment.model_validate_json(env.packages_path.read_text())
     except (OSError, ValueError):
         return record_packages(env)
+
+
+def _prepare_tree(manifest: Manifest, source: Path, env: LocalEnv, venv_env: dict[str, str], steps: Steps) -> None:
+    """Copy the checkout to `env.checkout.path` and run the manifest's pre_install commands there."""
+    shutil.copytree(source, env.checkout.path, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+    log = env.logs / "pre_install.log"
+    for i, command in enumerate(manifest.install.pre_install):
+        with steps.step(f"pre_install {i + 1}"):
+            _check(_run(["sh", "-c", command], log, cwd=env.checkout.path, env=venv_env, step="pre_install"),
+                   log, f"pre_install command {command!r}")
 
 
 def _rerun_baseline(manifest: Manifest, env: LocalEnv) -> LocalEnv:

@@ -239,12 +239,12 @@ def _projects(names: list[str], config: dict, settings: Settings, backend: str,
     for name in names:
         manifest = find_manifest(str(manifests.get(name) or name), settings)
         co = checkout(manifest, settings)
-        tree, co_commit = co.path, co.commit
+        spec, environment = project_sandbox(manifest, settings, backend)  # builds the pre_install tree too
+        tree, co_commit = _original_tree(manifest, settings, co.path), co.commit
         commits = {t.commit for t in tasks.values() if t.project == name}
         if commits - {co_commit}:
             raise TaskError(f"{name}: the run's tasks were built at {sorted(commits)[0][:12]} but the source is "
                             f"now at {co_commit[:12]}", hint=f"rebuild them: coderun tasks build {name}")
-        spec, environment = project_sandbox(manifest, settings, backend)
         out[name] = _Project(manifest, spec, tree, _top_level_packages(tree / manifest.import_root), environment)
     return out
 
@@ -278,6 +278,20 @@ def _record_environments(store: RunStore, projects: dict[str, _Project]) -> list
 def _changes(old_python: str, new_python: str, old: list[Package], new: list[Package]) -> list[str]:
     python = [f"Python {old_python} -> {new_python}"] if old_python != new_python else []
     return python + differences(old, new)
+
+
+def _original_tree(manifest: Manifest, settings: Settings, bare: Path) -> Path:
+    """Where a task's original files are read from: the tree after install.pre_install, which the sandbox
+    holds on either backend and the local environment keeps (tasks build always makes it), else the checkout."""
+    if not manifest.install.pre_install:
+        return bare
+    from coderun.envs.local import find_local_env
+
+    env = find_local_env(manifest, settings)
+    if env is None:
+        raise TaskError(f"{manifest.name}: its install.pre_install tree is not built",
+                        hint=f"coderun tasks build {manifest.name}")
+    return env.checkout.path
 
 
 def project_sandbox_spec(manifest: Manifest, settings: Settings, backend: str) -> SandboxSpec:
