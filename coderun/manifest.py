@@ -114,6 +114,10 @@ class Discovery(_Strict):
 class TaskRules(_Strict):
     targets: list[TaskTarget] = Field(default_factory=list)
     discover: Discovery = Field(default_factory=Discovery)
+    max_tests_per_task: int = Field(20, ge=1, description="at most this many mapped tests per task "
+                                    "(the slowest in the baseline are dropped first)")
+    max_seconds_per_task: float = Field(60.0, gt=0, description="at most this much baseline test time per "
+                                        "task (slowest dropped first; the fastest test always stays)")
 
 
 class Manifest(_Strict):

@@ -11,6 +11,7 @@ from coderun.errors import UsageError
 from coderun.manifest import find_manifest
 from coderun.report.terminal import table_or_stacked
 from coderun.tasks import TaskBuildReport, build_tasks, load_tasks
+from coderun.tasks.build import default_jobs
 from coderun.tasks.store import export_jsonl
 
 app = typer.Typer(no_args_is_help=True, help="Tasks: target functions, their tests, and proof the tests "
@@ -25,17 +26,26 @@ def build(projects: list[str] = typer.Argument(..., help="Project names or manif
           backend: str = typer.Option("local", help="Sandbox for verification: local or docker."),
           include_weak: bool = typer.Option(False, "--include-weak",
                                             help="Keep tasks whose tests do not notice the body missing."),
+          jobs: int = typer.Option(None, "-j", "--jobs", help="Tasks verified at once (default: the number of "
+                                   "cores)."),
           projects_dir: list[Path] = ProjectsDirOption, as_json: bool = JsonOption) -> None:
-    """Select each project's tasks, map them to the tests that reach them, verify, store."""
+    """Select each project's tasks, map them to the tests that reach them, verify, store. An interrupted
+    build run again with the same inputs resumes: tasks already decided are not verified again."""
     if backend not in ("local", "docker"):
         raise UsageError(f"unknown backend {backend!r}; use local or docker")
+    if jobs is not None and jobs < 1:
+        raise UsageError(f"-j must be at least 1, got {jobs}")
     s = settings(projects_dir)
     manifests = [find_manifest(p, s) for p in projects]
-    report = build_tasks(manifests, s, backend=backend, include_weak=include_weak, progress=not as_json)
+    report = build_tasks(manifests, s, backend=backend, include_weak=include_weak, progress=not as_json,
+                         jobs=jobs or default_jobs())
     if as_json:
         print_json(report.model_dump(mode="json"))
     else:
         _print_report(report)
+
+
+MAX_CAPPED_SHOWN = 10
 
 
 def _print_report(report: TaskBuildReport) -> None:
@@ -49,6 +59,18 @@ def _print_report(report: TaskBuildReport) -> None:
             console.print(f"[yellow]  manifest targets not found: {', '.join(p.unresolved)}[/]")
         if p.mapping_note:
             console.print(f"[yellow]  coverage failed, tests mapped by file name: {p.mapping_note}[/]")
+        if p.resumed:
+            console.print(f"  {p.resumed} tasks taken from the interrupted build (same inputs), not verified again")
+        if p.capped:
+            console.print(f"  {len(p.capped)} tasks capped (max_tests_per_task {p.max_tests_per_task}, "
+                          f"max_seconds_per_task {p.max_seconds_per_task:g}); slowest mapped tests dropped:")
+            for tid, dropped in list(p.capped.items())[:MAX_CAPPED_SHOWN]:
+                console.print(f"    {tid}: {len(dropped)} dropped, slowest {dropped[0]}", soft_wrap=True,
+                              highlight=False, markup=False)
+            if len(p.capped) > MAX_CAPPED_SHOWN:
+                console.print(f"    and {len(p.capped) - MAX_CAPPED_SHOWN} more (all in `--json`: capped)")
+        for note in p.fallbacks:
+            console.print(f"  {note}", style="yellow", soft_wrap=True, markup=False, highlight=False)
     levels = report.levels()
     console.print("benchmark tasks per level: " + ", ".join(f"{k} {v}" for k, v in levels.items())
                   + f" (total {sum(levels.values())})")
@@ -84,3 +106,4 @@ def export(output: Path = typer.Option(..., "-o", "--output", help="JSONL file t
     tasks = load_tasks(settings(projects_dir), project=project, include_weak=include_weak, status=status)
     n = export_jsonl(tasks, output)
     console.print(f"wrote {n} tasks to {output}")
+

@@ -342,9 +342,13 @@ def _run(unit: _Unit, pool: WorkerPool | NaivePool, project: _Project, new_sourc
 
 
 def _timeouts(task: Task, manifest: Manifest) -> tuple[float, float]:
+    return run_limits([task.test_durations.get(n, 1.0) for n in task.tests], manifest)
+
+
+def run_limits(durations: list[float], manifest: Manifest) -> tuple[float, float]:
     """Per-test and whole-run limits derived from the baseline: generous multiples of what the original
-    took, capped by the manifest's limits."""
-    durations = [task.test_durations.get(n, 1.0) for n in task.tests] or [1.0]
+    took, capped by the manifest's limits (task verification uses them too)."""
+    durations = durations or [1.0]
     per_test = min(manifest.tests.timeout_per_test, max(10.0, 10 * max(durations) + 5))
     total = min(manifest.tests.timeout, 30 + sum(min(per_test, 10 * d + 5) for d in durations))
     return per_test, total

@@ -221,3 +221,18 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float, log: Pa
 
 def _tail(text: str, lines: int = 12) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def cap_tests(tests: Iterable[str], durations: dict[str, float], max_tests: int, max_seconds: float
+              ) -> tuple[list[str], list[str]]:
+    """(kept, dropped): at most `max_tests` tests whose durations add up to at most `max_seconds`, the
+    slowest dropped first (ties: the later node id). The fastest test always stays, whatever it takes:
+    a task is never lost to the budget. An unknown duration counts as 0."""
+    by_speed = sorted(set(tests), key=lambda n: (durations.get(n, 0.0), n))
+    kept = by_speed[:max(1, max_tests)]
+    total = sum(durations.get(n, 0.0) for n in kept)
+    while len(kept) > 1 and total > max_seconds:
+        total -= durations.get(kept.pop(), 0.0)
+    stays = set(kept)
+    dropped = [n for n in reversed(by_speed) if n not in stays]
+    return sorted(kept), dropped
