@@ -1,5 +1,5 @@
 """Task builds that scale: caps on mapped tests, parallel verification, progress lines without a terminal,
-resuming an interrupted build. Real venvs, real subprocesses."""
+resuming an interrupted build, and pruning tasks whose project is gone. Real venvs, real subprocesses."""
 
 from __future__ import annotations
 
@@ -16,8 +16,10 @@ import pytest
 from typer.testing import CliRunner
 
 from coderun.cli.main import app
-from coderun.config import Settings
-from coderun.records import TaskStatus
+from coderun.config import Settings, load_settings
+from coderun.errors import TaskError
+from coderun.records import Task, TaskStatus
+from coderun.runner.evaluate import EvalRequest, start_run
 from coderun.tasks import load_tasks, store
 from coderun.tasks.coverage_map import cap_tests
 from coderun.tasks.verify import TaskTests, Verification
@@ -188,3 +190,48 @@ def test_interrupted_build_resumes_without_verifying_finished_tasks_again(tmp_pa
     assert shown.exit_code == 0, shown.output
     assert "1 tasks capped" in shown.output and "slowpoke: 1 dropped, slowest" in shown.output
     assert "taken from the interrupted build" not in shown.output  # a finished build is built again
+
+
+# ------------------------------------------------------------------------------------ prune
+
+
+def _fake_task(project: str, name: str) -> Task:
+    return Task(task_id=f"{project}/m.py::{name}", project=project, commit="0" * 40, file="m.py", qualname=name,
+                name=name, lineno=1, end_lineno=5, signature=f"def {name}():", docstring="Doc.",
+                source=f"def {name}():\n    return 1\n", level="self_contained", tests=["t.py::test"],
+                status=TaskStatus.VERIFIED)
+
+
+def test_eval_skips_tasks_of_a_project_whose_manifest_is_gone(tmp_path, monkeypatch):
+    """`eval --samples` failed with "no project named 'x'" for stored tasks no sample was about."""
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("CODERUN_PROJECTS", raising=False)
+    settings = load_settings()
+    store.save_project(settings, "gone", "0" * 40, [_fake_task("gone", "f")], "{}")
+    store.save_project(settings, "shortuuid", "0" * 40, [_fake_task("shortuuid", "g")], "{}")
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text(json.dumps({"task_id": "shortuuid/m.py::g", "solution": "def g():\n    return 2\n"}) + "\n")
+    seen: list[str] = []
+    run, summary = start_run(EvalRequest(samples=samples, run_dir=tmp_path / "run"), settings,
+                             load_tasks(settings), on_problem=seen.append)
+    assert [t.task_id for t in run.tasks()] == ["shortuuid/m.py::g"]
+    assert len(seen) == 1 and seen[0].startswith("gone: unknown project: 1 stored tasks left out")
+    assert summary.problems == seen
+    with pytest.raises(TaskError, match="no tasks selected"):  # only tasks of the gone project
+        start_run(EvalRequest(samples=samples, run_dir=tmp_path / "run2"), settings,
+                  load_tasks(settings, project="gone"))
+
+
+def test_prune_removes_tasks_of_unknown_projects_and_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("CODERUN_PROJECTS", raising=False)
+    settings = load_settings()
+    store.save_project(settings, "gone", "0" * 40, [_fake_task("gone", "f"), _fake_task("gone", "h")], "{}")
+    store.save_project(settings, "shortuuid", "0" * 40, [_fake_task("shortuuid", "g")], "{}")
+    store.keep_progress(settings, "half-built", "k", "half-built/m.py::f", "{}")
+    res = CliRunner().invoke(app, ["tasks", "prune"])
+    assert res.exit_code == 0, res.output
+    assert "removed 2 tasks of gone" in res.output and "removed 0 tasks of half-built" in res.output
+    assert store.stored_projects(settings) == {"shortuuid": 1}
+    again = CliRunner().invoke(app, ["tasks", "prune"])
+    assert again.exit_code == 0 and "nothing to prune" in again.output

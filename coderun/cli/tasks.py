@@ -1,4 +1,4 @@
-"""`coderun tasks`: build a project's tasks (select, map tests, verify), list them, export them."""
+"""`coderun tasks`: build a project's tasks (select, map tests, verify), list, export and prune them."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from coderun.cli._common import JsonOption, ProjectsDirOption, console, print_js
 from coderun.errors import UsageError
 from coderun.manifest import find_manifest
 from coderun.report.terminal import table_or_stacked
-from coderun.tasks import TaskBuildReport, build_tasks, load_tasks
+from coderun.tasks import TaskBuildReport, build_tasks, load_tasks, prune_tasks
 from coderun.tasks.build import default_jobs
 from coderun.tasks.store import export_jsonl
 
@@ -107,3 +107,12 @@ def export(output: Path = typer.Option(..., "-o", "--output", help="JSONL file t
     n = export_jsonl(tasks, output)
     console.print(f"wrote {n} tasks to {output}")
 
+
+@app.command("prune")
+def prune(projects_dir: list[Path] = ProjectsDirOption) -> None:
+    """Remove stored tasks of projects whose manifest is no longer known (e.g. a deleted user manifest)."""
+    removed = prune_tasks(settings(projects_dir))
+    for name, n in removed.items():
+        console.print(f"removed {n} tasks of {name} (no manifest named {name!r} is known any more)")
+    if not removed:
+        console.print("nothing to prune: every stored project has a manifest")

@@ -75,6 +75,8 @@ def start_run(req: EvalRequest, settings: Settings, tasks: list[Task], *,
     modes = sum([req.samples is not None, req.ground_truth, req.blank])
     if modes != 1:
         raise UsageError("give exactly one of --samples FILE, --ground-truth or --blank")
+    summary = RunSummary(Path())
+    tasks = _known_projects_only(tasks, settings, summary, on_problem)
     if not tasks:
         raise TaskError("no tasks selected", hint="build them with `coderun tasks build PROJECT`, "
                         "or check --project / --level")
@@ -83,10 +85,26 @@ def start_run(req: EvalRequest, settings: Settings, tasks: list[Task], *,
     info = RunInfo(run_id=run_id, label=req.label or _default_label(req), config=_config(req, tasks, settings))
     store = RunStore.create(run_dir, info)
     store.add_tasks(RunTask.from_task(t) for t in tasks)
-    summary = RunSummary(run_dir)
+    summary.run_dir = run_dir
     store.add_samples(_samples(req, tasks, summary, on_problem))
     summary.samples = len(store.samples())
     return store, summary
+
+
+def _known_projects_only(tasks: list[Task], settings: Settings, summary: RunSummary,
+                         on_problem: Callable[[str], None]) -> list[Task]:
+    """Stored tasks of a project whose manifest is no longer on the path are left out, with a note
+    (`coderun tasks prune` removes them from the store); a sample for one of them is an unknown id."""
+    from coderun.tasks import unknown_projects
+
+    gone = unknown_projects(settings, {t.project for t in tasks})
+    for name in sorted(gone):
+        n = sum(t.project == name for t in tasks)
+        msg = (f"{name}: unknown project: {n} stored tasks left out, no manifest named {name!r} is known any "
+               "more (`coderun tasks prune` removes them; --projects DIR finds a manifest elsewhere)")
+        summary.problems.append(msg)
+        on_problem(msg)
+    return [t for t in tasks if t.project not in gone]
 
 
 def _default_label(req: EvalRequest) -> str:

@@ -100,6 +100,23 @@ def keep_progress(settings: Settings, project: str, inputs: str, key: str, recor
         conn.execute("INSERT OR REPLACE INTO task_progress VALUES (?, ?, ?, ?)", (project, inputs, key, record))
 
 
+def stored_projects(settings: Settings) -> dict[str, int]:
+    """Every project the store holds anything of: its number of tasks (0 for an unfinished first build)."""
+    with connect(settings) as conn:
+        counts = dict(conn.execute("SELECT project, COUNT(*) FROM tasks GROUP BY project").fetchall())
+        others = {r[0] for r in conn.execute("SELECT project FROM task_builds UNION "
+                                             "SELECT project FROM task_progress")}
+    return {p: counts.get(p, 0) for p in sorted(set(counts) | others)}
+
+
+def remove_projects(settings: Settings, projects: Iterable[str]) -> None:
+    """Delete every row of these projects: tasks, build report, progress."""
+    names = [(p,) for p in projects]
+    with connect(settings) as conn:
+        for table in ("tasks", "task_builds", "task_progress"):
+            conn.executemany(f"DELETE FROM {table} WHERE project = ?", names)
+
+
 def query(settings: Settings, *, project: str | None = None, level: str | None = None,
           statuses: Iterable[str] | None = None) -> list[Task]:
     sql, args = "SELECT record FROM tasks WHERE 1=1", []
