@@ -370,7 +370,8 @@ def _runner(manifest: Manifest, settings: Settings, backend: str, env: LocalEnv,
         ev = pool.run(manifest.name, SampleRun(
             relfile=relfile, new_source=new_source, nodeids=list(nodeids), timeout=total,
             per_test_timeout=per_test, env=t_env,
-            pytest_args=(*manifest.tests.args, *(["-x"] if first_failure else [])), log_path=log))
+            pytest_args=(*manifest.tests.args, *(["-x"] if first_failure else [])), log_path=log,
+            template=False))  # no two runs of a verification are alike: a template would not pay off
         if ev.infra_error:
             raise SandboxError(f"{manifest.name}: the sandbox failed while verifying tasks: {ev.infra_error}",
                                hint=f"see {log}; the decisions made so far are kept, run the build again")
