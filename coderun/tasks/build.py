@@ -75,6 +75,7 @@ class ProjectTaskReport(Record):
     max_seconds_per_task: float = 0.0
     jobs: int = 1
     resumed: int = 0                          # tasks whose decision an interrupted build had kept
+    verify_seconds: float = 0.0               # of `seconds`: the verification runs
     fallbacks: list[str] = Field(default_factory=list)  # runs that fell back from workers to naive
     seconds: float = 0.0
 
@@ -131,6 +132,7 @@ def build_project(manifest: Manifest, settings: Settings, backend: str = "local"
             f"{manifest.tasks.max_tests_per_task}, max_seconds_per_task {manifest.tasks.max_seconds_per_task:g}): "
             f"{sum(map(len, capped.values()))} of their slowest mapped tests dropped")
     notes: list[str] = []
+    verifying = time.monotonic()
     with _runner(manifest, settings, backend, env, logs, durations, jobs, notes) as runner:
         verdicts = _verify_all(manifest, env, runner, [(c, tests) for c, tests, _ in mapped], jobs, kept,
                                progress)
@@ -139,7 +141,7 @@ def build_project(manifest: Manifest, settings: Settings, backend: str = "local"
     report = _report(manifest, env, backend, include_weak, selection, covmap, tasks, verdicts, started,
                      capped=capped, max_tests_per_task=manifest.tasks.max_tests_per_task,
                      max_seconds_per_task=manifest.tasks.max_seconds_per_task, jobs=jobs, resumed=kept.resumed,
-                     fallbacks=notes)
+                     fallbacks=notes, verify_seconds=round(time.monotonic() - verifying, 1))
     store.save_project(settings, manifest.name, env.checkout.commit, tasks, report.model_dump_json(),
                        include_weak)
     return report
