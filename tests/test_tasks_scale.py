@@ -93,7 +93,8 @@ def _decided(home: Path) -> set[str]:
         return set()
     try:
         with sqlite3.connect(db, timeout=30) as conn:
-            return {r[0] for r in conn.execute("SELECT key FROM task_progress WHERE key NOT LIKE 'shared:%'")}
+            rows = conn.execute("SELECT key FROM task_progress WHERE key LIKE '%::%'")  # task ids only
+            return {r[0] for r in rows}
     except sqlite3.OperationalError:  # the table is not there yet
         return set()
 
@@ -163,6 +164,7 @@ def test_interrupted_build_resumes_without_verifying_finished_tasks_again(tmp_pa
     assert 2 <= len(decided) < N_FUNCS + 1, err1
     logs = home / "runs" / "tasks" / "slow"
     before = set(logs.glob("run-*.log"))
+    coverage_log = (logs / "coverage.log").read_text()
 
     second = _cli(home, projects, "tasks", "build", "slow", "-j", "2")
     out2, err2 = second.communicate(timeout=600)
@@ -175,8 +177,9 @@ def test_interrupted_build_resumes_without_verifying_finished_tasks_again(tmp_pa
     names = {t.task_id: t for t in load_tasks(Settings(home=home), status="all")}
     for tid in decided:
         assert not set(names[tid].tests) & rerun, f"{tid} was verified again"
-    # The shared runs of the original were kept too: the resumed build only ran what was left.
-    assert "running the original" not in err2
+    # The test mapping and the shared runs of the original were kept too: only what was left ran.
+    assert "test mapping taken from the interrupted build" in err2 and "running the original" not in err2
+    assert (logs / "coverage.log").read_text() == coverage_log
     assert rerun and rerun <= {n for t in names.values() for n in t.tests if t.task_id not in decided}
     assert {t.status for t in names.values()} == {TaskStatus.VERIFIED}
     assert _decided(home) == set()  # a finished build leaves no progress rows

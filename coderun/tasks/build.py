@@ -121,9 +121,8 @@ def build_project(manifest: Manifest, settings: Settings, backend: str = "local"
     say(f"[bold]{manifest.name}[/]: analyzing")
     analysis = _analyze(manifest, env, settings, say)
     selection = select(manifest, analysis)
-    say(f"[bold]{manifest.name}[/]: {len(selection.candidates)} candidate functions; "
-        "mapping tests (one coverage run of the suite)")
-    covmap = collect_coverage(manifest, env.python, env.checkout.path, baseline, log=logs / "coverage.log")
+    say(f"[bold]{manifest.name}[/]: {len(selection.candidates)} candidate functions")
+    covmap = _coverage(manifest, env, baseline, logs, kept, say)
     durations = {n: o.duration for n, o in covmap.outcomes.items()}  # what the evaluation's limits use
     mapped, capped = _map_all(manifest, selection.candidates, covmap,
                               {**durations, **{t.nodeid: t.duration for t in baseline.tests}})
@@ -145,6 +144,18 @@ def build_project(manifest: Manifest, settings: Settings, backend: str = "local"
     store.save_project(settings, manifest.name, env.checkout.commit, tasks, report.model_dump_json(),
                        include_weak)
     return report
+
+
+def _coverage(manifest: Manifest, env: LocalEnv, baseline, logs: Path, kept: _Kept, say) -> CoverageMap:
+    """The test mapping: kept by the interrupted build with the same inputs, else one coverage run."""
+    covmap = CoverageMap.from_json(kept.records["coverage"]) if "coverage" in kept.records else None
+    if covmap is not None:
+        say(f"[bold]{manifest.name}[/]: test mapping taken from the interrupted build")
+        return covmap
+    say(f"[bold]{manifest.name}[/]: mapping tests (one coverage run of the suite)")
+    covmap = collect_coverage(manifest, env.python, env.checkout.path, baseline, log=logs / "coverage.log")
+    kept.keep("coverage", covmap.to_json())
+    return covmap
 
 
 def _inputs(manifest: Manifest, env: LocalEnv, backend: str) -> str:

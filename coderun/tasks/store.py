@@ -4,7 +4,7 @@ One row per task (the full record as JSON, plus the columns queries filter on) a
 build (its report). Building a project replaces all of that project's rows in one transaction, so the
 store never mixes tasks from two builds.
 
-While a build runs, each decision (a task's verification, the shared runs of the original) is kept in
+While a build runs, each result (the test mapping, the shared runs of the original, a task's verdict) is kept in
 `task_progress` as soon as it is made, under a key of the build's inputs (commit, manifest, environment,
 backend). An interrupted build that starts again with the same inputs takes them from there instead of
 running them again; other inputs discard them. A finished build removes its project's progress rows.
