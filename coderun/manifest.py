@@ -126,6 +126,13 @@ class Discovery(_Strict):
 class TaskRules(_Strict):
     targets: list[TaskTarget] = Field(default_factory=list)
     discover: Discovery = Field(default_factory=Discovery)
+    # No count cap by default: a task keeps every test that executes its body (what makes coderun stricter than
+    # one hand-written test per task), and the published numbers were made that way; the time budget stops
+    # the pathological tasks whose tests take minutes.
+    max_tests_per_task: int | None = Field(None, ge=1, description="at most this many mapped tests per task "
+                                           "(the slowest in the baseline are dropped first); none by default")
+    max_seconds_per_task: float = Field(60.0, gt=0, description="at most this much baseline test time per "
+                                        "task (slowest dropped first; the fastest test always stays)")
 
 
 class Manifest(_Strict):

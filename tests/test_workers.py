@@ -138,14 +138,16 @@ def test_a_sample_that_kills_its_worker_falls_back_to_naive(backend, request, tm
     assert "fallback from workers" in (tmp_path / "killer.log").read_text()
 
 
-def _task_runs(pool, names: list[str], tmp_path, pytest_args: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+def _task_runs(pool, names: list[str], tmp_path, pytest_args: tuple[str, ...] = (),
+               templates: list[bool] | None = None) -> list[tuple[str, str]]:
     """(verdict, log text) of each sample, run in order on one worker."""
     out = []
     with pool:
         for i, name in enumerate(names):
             log = tmp_path / f"{i}-{name}.log"
             run = SampleRun(relfile="pkg/mod.py", new_source=SAMPLES[name], nodeids=list(NODEIDS), timeout=20,
-                            per_test_timeout=3, env={}, pytest_args=pytest_args, log_path=log)
+                            per_test_timeout=3, env={}, pytest_args=pytest_args, log_path=log,
+                            template=templates[i] if templates else True)
             out.append((grade(NODEIDS, pool.run("tiny", run)).verdict.value, log.read_text()))
     return out
 
@@ -156,6 +158,18 @@ def test_the_samples_of_a_task_share_one_pytest_configuration(backend, request, 
     runs = _task_runs(pool, ["correct", "wrong", "correct"], tmp_path)
     assert [v for v, _ in runs] == ["pass", "fail", "pass"]
     assert all("pytest configured once for the task" in log for _, log in runs)
+    assert pool.notes == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_one_off_runs_configure_pytest_themselves(backend, request, tmp_path):
+    """Task verification's runs are never alike: they ask for no template (setting one up per run cost more
+    than it saved), and a templated run after them still gets one and the right verdict."""
+    pool = WorkerPool(backend, {"tiny": spec_for(backend, request)}, jobs=1)
+    runs = _task_runs(pool, ["correct", "wrong", "correct", "wrong", "correct"], tmp_path,
+                      templates=[False, False, True, True, False])
+    assert [v for v, _ in runs] == ["pass", "fail", "pass", "fail", "pass"]
+    assert ["configured once" in log for _, log in runs] == [False, False, True, True, False]
     assert pool.notes == []
 
 

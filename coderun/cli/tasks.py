@@ -1,4 +1,4 @@
-"""`coderun tasks`: build a project's tasks (select, map tests, verify), list them, export them."""
+"""`coderun tasks`: build a project's tasks (select, map tests, verify), list, export and prune them."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from coderun.cli._common import (
 from coderun.errors import EnvironmentBuildError, UsageError
 from coderun.manifest import find_manifest, known_manifests
 from coderun.report.terminal import table_or_stacked
-from coderun.tasks import ProjectTaskReport, TaskBuildReport, load_tasks
-from coderun.tasks.build import build_project
+from coderun.tasks import ProjectTaskReport, TaskBuildReport, load_tasks, prune_tasks
+from coderun.tasks.build import build_project, default_jobs
 from coderun.tasks.store import export_jsonl
 
 app = typer.Typer(no_args_is_help=True, help="Tasks: target functions, their tests, and proof the tests "
@@ -37,11 +37,16 @@ def build(projects: list[str] = typer.Argument(None, help="Project names or mani
           backend: str = typer.Option("local", help="Sandbox for verification: local or docker."),
           include_weak: bool = typer.Option(False, "--include-weak",
                                             help="Keep tasks whose tests do not notice the body missing."),
+          jobs: int = typer.Option(None, "-j", "--jobs", help="Tasks verified at once (default: the number of "
+                                   "cores)."),
           projects_dir: list[Path] = ProjectsDirOption, as_json: bool = JsonOption) -> None:
     """Select each project's tasks, map them to the tests that reach them, verify, store. With several
-    projects a failed one is reported and the others go on; the exit code says if any failed."""
+    projects a failed one is reported and the others go on; the exit code says if any failed. An interrupted
+    build run again with the same inputs resumes: tasks already decided are not verified again."""
     if backend not in ("local", "docker"):
         raise UsageError(f"unknown backend {backend!r}; use local or docker")
+    if jobs is not None and jobs < 1:
+        raise UsageError(f"-j must be at least 1, got {jobs}")
     if bool(projects) == all_projects:
         raise UsageError("give project names or --all, not both" if projects else "give project names or --all")
     s = settings(projects_dir)
@@ -55,7 +60,10 @@ def build(projects: list[str] = typer.Argument(None, help="Project names or mani
         manifests = [find_manifest(p, s) for p in projects]
     total = len(manifests) + len(failed)
     report = TaskBuildReport()
-    build_one = lambda m: build_project(m, s, backend, include_weak, progress=not as_json)  # noqa: E731
+
+    def build_one(m):
+        return build_project(m, s, backend, include_weak, progress=not as_json, jobs=jobs or default_jobs())
+
     try:
         for _m, p in build_each(manifests, build_one, "task builds", failed=failed if total > 1 else None):
             report.projects.append(p)
@@ -70,17 +78,32 @@ def build(projects: list[str] = typer.Argument(None, help="Project names or mani
         raise EnvironmentBuildError(f"{len(failed)} of {total} task builds failed: {', '.join(failed)}")
 
 
+MAX_CAPPED_SHOWN = 10
+
+
 def print_project(p: ProjectTaskReport, out: Console = console) -> None:
     """What one project's task build found (also printed by `eval` after it builds a project's tasks)."""
     st = p.statuses
     counts = ", ".join(f"{st.get(k, 0)} {k}" for k in ("verified", "weak", "flaky", "broken", "uncovered"))
     out.print(f"[bold]{p.project}[/]: {p.candidates} candidates ({p.explicit} from the manifest, "
-                  f"{p.discovered} discovered), {p.covered} covered ({p.mapping}): {counts}; "
-                  f"{len(p.flaky_tests)} flaky tests dropped")
+              f"{p.discovered} discovered), {p.covered} covered ({p.mapping}): {counts}; "
+              f"{len(p.flaky_tests)} flaky tests dropped")
     if p.unresolved:
         out.print(f"[yellow]  manifest targets not found: {', '.join(p.unresolved)}[/]")
     if p.mapping_note:
         out.print(f"[yellow]  coverage failed, tests mapped by file name: {p.mapping_note}[/]")
+    if p.resumed:
+        out.print(f"  {p.resumed} tasks taken from the interrupted build (same inputs), not verified again")
+    if p.capped:
+        out.print(f"  {len(p.capped)} tasks capped (max_tests_per_task {p.max_tests_per_task or 'none'}, "
+                  f"max_seconds_per_task {p.max_seconds_per_task:g}); slowest mapped tests dropped:")
+        for tid, dropped in list(p.capped.items())[:MAX_CAPPED_SHOWN]:
+            out.print(f"    {tid}: {len(dropped)} dropped, slowest {dropped[0]}", soft_wrap=True,
+                      highlight=False, markup=False)
+        if len(p.capped) > MAX_CAPPED_SHOWN:
+            out.print(f"    and {len(p.capped) - MAX_CAPPED_SHOWN} more (all in `--json`: capped)")
+    for note in p.fallbacks:
+        out.print(f"  {note}", style="yellow", soft_wrap=True, markup=False, highlight=False)
 
 
 def _print_levels(report: TaskBuildReport) -> None:
@@ -119,3 +142,13 @@ def export(output: Path = typer.Option(..., "-o", "--output", help="JSONL file t
     tasks = load_tasks(settings(projects_dir), project=project, include_weak=include_weak, status=status)
     n = export_jsonl(tasks, output)
     console.print(f"wrote {n} tasks to {output}")
+
+
+@app.command("prune")
+def prune(projects_dir: list[Path] = ProjectsDirOption) -> None:
+    """Remove stored tasks of projects whose manifest is no longer known (e.g. a deleted user manifest)."""
+    removed = prune_tasks(settings(projects_dir))
+    for name, n in removed.items():
+        console.print(f"removed {n} tasks of {name} (no manifest named {name!r} is known any more)")
+    if not removed:
+        console.print("nothing to prune: every stored project has a manifest")

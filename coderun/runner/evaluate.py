@@ -100,6 +100,8 @@ def start_run(req: EvalRequest, settings: Settings, tasks: list[Task], *,
     selected tasks do not know are asked of `fallback`: a task outside the selection is left out (counted),
     an `Unavailable` one is a problem with its reason, an unknown one a problem too."""
     req.check()
+    summary = RunSummary(Path())
+    tasks = _known_projects_only(tasks, settings, summary, on_problem)
     if not tasks:
         raise TaskError("no tasks selected", hint="build them with `coderun tasks build PROJECT`, "
                         "or check --project / --level")
@@ -109,7 +111,7 @@ def start_run(req: EvalRequest, settings: Settings, tasks: list[Task], *,
     store = RunStore.create(run_dir, info)
     _save_environment(store, RunEnvironment(coderun=coderun_environment()))
     store.add_tasks(RunTask.from_task(t) for t in tasks)
-    summary = RunSummary(run_dir)
+    summary.run_dir = run_dir
     store.add_samples(_samples(req, tasks, summary, on_problem, fallback))
     summary.samples = len(store.samples())
     return store, summary
@@ -118,6 +120,22 @@ def start_run(req: EvalRequest, settings: Settings, tasks: list[Task], *,
 def _save_environment(store: RunStore, env: RunEnvironment) -> None:
     store.set_environment(env)
     (store.path / ENVIRONMENT_FILE).write_text(environment_text(env), encoding="utf-8")
+
+
+def _known_projects_only(tasks: list[Task], settings: Settings, summary: RunSummary,
+                         on_problem: Callable[[str], None]) -> list[Task]:
+    """Stored tasks of a project whose manifest is no longer on the path are left out, with a note
+    (`coderun tasks prune` removes them from the store); a sample for one of them is an unknown id."""
+    from coderun.tasks import unknown_projects
+
+    gone = unknown_projects(settings, {t.project for t in tasks})
+    for name in sorted(gone):
+        n = sum(t.project == name for t in tasks)
+        msg = (f"{name}: unknown project: {n} stored tasks left out, no manifest named {name!r} is known any "
+               "more (`coderun tasks prune` removes them; --projects DIR finds a manifest elsewhere)")
+        summary.problems.append(msg)
+        on_problem(msg)
+    return [t for t in tasks if t.project not in gone]
 
 
 def _default_label(req: EvalRequest) -> str:
@@ -425,9 +443,13 @@ def _run(unit: _Unit, pool: WorkerPool | NaivePool, project: _Project, new_sourc
 
 
 def _timeouts(task: Task, manifest: Manifest) -> tuple[float, float]:
+    return run_limits([task.test_durations.get(n, 1.0) for n in task.tests], manifest)
+
+
+def run_limits(durations: list[float], manifest: Manifest) -> tuple[float, float]:
     """Per-test and whole-run limits derived from the baseline: generous multiples of what the original
-    took, capped by the manifest's limits."""
-    durations = [task.test_durations.get(n, 1.0) for n in task.tests] or [1.0]
+    took, capped by the manifest's limits (task verification uses them too)."""
+    durations = durations or [1.0]
     per_test = min(manifest.tests.timeout_per_test, max(10.0, 10 * max(durations) + 5))
     total = min(manifest.tests.timeout, 30 + sum(min(per_test, 10 * d + 5) for d in durations))
     return per_test, total

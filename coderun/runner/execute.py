@@ -73,6 +73,7 @@ class SampleRun:
     env: dict[str, str]               # the manifest's test environment (PYTHONPATH is set here)
     pytest_args: tuple[str, ...] = () # the manifest's tests.args
     log_path: Path | None = None      # host path for the full log
+    template: bool = True             # workers: configure pytest once for runs alike (pays off from the 2nd)
 
 
 def run_sample(sandbox: Sandbox, *, relfile: str, new_source: str, nodeids: list[str], timeout: float,

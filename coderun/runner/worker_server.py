@@ -256,6 +256,9 @@ class Worker:
         Priming (new test files) happens here first: it forks, and the sweep after it would end a
         template, so the template is stopped first and started afterwards."""
         key = _template_key(req)
+        if not req.get("template", True):  # a one-off run (task verification): no template to set up
+            self.stop_template()
+            return None
         if self.template is not None and (self.template.key != key or self.unprimed(req)):
             self.stop_template()
         req["prime_s"] = self.prime(req)

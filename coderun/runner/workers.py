@@ -239,7 +239,8 @@ class Worker:
                "nodeids": list(run.nodeids),
                "timeout": run.timeout, "per_test_timeout": max(run.per_test_timeout, 0),
                "env": {k: v for k, v in run.env.items() if k != "PYTHONPATH"},
-               "args": _command(self.sandbox, run)[3:], "output_limit": self.spec.limits.output_limit}
+               "args": _command(self.sandbox, run)[3:], "output_limit": self.spec.limits.output_limit,
+               "template": run.template}
         self.channel.send(req)
         answer = self.channel.receive(time.monotonic() + run.timeout + _GRACE)
         if answer.get("kind") != "result" or answer.get("id") != token:

@@ -4,6 +4,8 @@
     load_tasks(settings, project=None, level=None, include_weak=False, status=None) -> list[Task]
     built_projects(settings) -> set of project names whose tasks are stored
     find_task(settings, "project/pkg/mod.py::Class.method" or an alias) -> Task
+    unknown_projects(settings, names) -> set[str]     stored projects whose manifest is no longer found
+    prune_tasks(settings) -> {project: tasks removed}
 
 Stages: `discovery` (which functions), `coverage_map` (which tests reach each), `verify` (the original
 passes them three times; a blanked body fails one), `store` (SQLite under $CODERUN_HOME, JSONL export).
@@ -19,7 +21,8 @@ from coderun.records import Level, Task, TaskStatus
 from coderun.tasks import store
 from coderun.tasks.build import ProjectTaskReport, TaskBuildReport, build_tasks, in_benchmark
 
-__all__ = ["ProjectTaskReport", "TaskBuildReport", "build_tasks", "built_projects", "find_task", "load_tasks"]
+__all__ = ["ProjectTaskReport", "TaskBuildReport", "build_tasks", "built_projects", "find_task", "load_tasks",
+           "prune_tasks", "unknown_projects"]
 
 
 def built_projects(settings: Settings) -> set[str]:
@@ -70,3 +73,26 @@ def find_task(settings: Settings, task_id_or_alias: str) -> Task:
                         f"{', '.join(t.task_id for t in hits)}", hint="use the task id")
     raise TaskError(f"no task {task_id_or_alias!r} in the store",
                     hint="build tasks with `coderun tasks build PROJECT`; `coderun tasks list` shows ids")
+
+
+def unknown_projects(settings: Settings, names: Iterable[str]) -> set[str]:
+    """Those of `names` that no manifest is known for (built-in, --projects / CODERUN_PROJECTS).
+    An invalid manifest is an error, not an unknown project."""
+    from coderun.errors import ProjectNotFound
+    from coderun.manifest import find_manifest
+
+    out = set()
+    for name in set(names):
+        try:
+            find_manifest(name, settings)
+        except ProjectNotFound:
+            out.add(name)
+    return out
+
+
+def prune_tasks(settings: Settings) -> dict[str, int]:
+    """Remove every stored row of the projects whose manifest is no longer known; {project: tasks removed}."""
+    stored = store.stored_projects(settings)
+    gone = unknown_projects(settings, stored)
+    store.remove_projects(settings, gone)
+    return {p: stored[p] for p in sorted(gone)}

@@ -1,16 +1,24 @@
-"""`build_tasks`: environment → analysis → selection → test mapping → verification → store.
+"""`build_tasks`: environment → analysis → selection → test mapping → caps → verification → store.
 
 The mapping always runs in the project's local venv (coverage needs the venv's own tracer); the
-verification runs in the sandbox backend the evaluation will use (`local` or `docker`).
+verification runs in the sandbox backend the evaluation will use (`local` or `docker`), through the
+evaluation's workers executor: one long-lived worker per slot keeps the tree in memory and forks a child
+per run, so no run copies the project from disk. Distinct tasks are verified in parallel (`jobs`); each
+decision is kept in the store as soon as it is made, so an interrupted build resumes where it stopped.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
+import os
 import shutil
+import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import Field
@@ -23,7 +31,7 @@ from coderun.errors import SandboxError, TaskError
 from coderun.manifest import Manifest
 from coderun.records import Level, Record, Task, TaskStatus
 from coderun.tasks import store
-from coderun.tasks.coverage_map import CoverageMap, collect_coverage, test_file
+from coderun.tasks.coverage_map import CoverageMap, cap_tests, collect_coverage, test_file
 from coderun.tasks.discovery import Candidate, select, task_id
 from coderun.tasks.verify import (
     ORIGINAL_RUNS,
@@ -35,6 +43,12 @@ from coderun.tasks.verify import (
 )
 
 _err = Console(stderr=True)
+
+# Part of the key under which an unfinished build's decisions are kept: bump when verification changes.
+VERIFY_VERSION = "2"
+# Without a terminal, a progress line every this many tasks or seconds (whichever comes first).
+LINE_EVERY_TASKS = 10
+LINE_EVERY_SECONDS = 30.0
 
 
 class ProjectTaskReport(Record):
@@ -56,6 +70,13 @@ class ProjectTaskReport(Record):
     levels: dict[str, int] = Field(default_factory=dict)   # benchmark tasks per level
     flaky_tests: list[str] = Field(default_factory=list)
     reasons: dict[str, str] = Field(default_factory=dict)  # task id -> why it is not verified
+    capped: dict[str, list[str]] = Field(default_factory=dict)  # task id -> mapped tests dropped by the caps
+    max_tests_per_task: int | None = None
+    max_seconds_per_task: float = 0.0
+    jobs: int = 1
+    resumed: int = 0                          # tasks whose decision an interrupted build had kept
+    verify_seconds: float = 0.0               # of `seconds`: the verification runs
+    fallbacks: list[str] = Field(default_factory=list)  # runs that fell back from workers to naive
     seconds: float = 0.0
 
 
@@ -73,38 +94,90 @@ def in_benchmark(task: Task, include_weak: bool) -> bool:
     return task.status is TaskStatus.VERIFIED or (include_weak and task.status is TaskStatus.WEAK)
 
 
+def default_jobs() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
 def build_tasks(manifest: Manifest | list[Manifest], settings: Settings, backend: str = "local",
-                include_weak: bool = False, progress: bool = True) -> TaskBuildReport:
+                include_weak: bool = False, progress: bool = True, jobs: int | None = None) -> TaskBuildReport:
     manifests = manifest if isinstance(manifest, list) else [manifest]
-    return TaskBuildReport(projects=[build_project(m, settings, backend, include_weak, progress)
+    return TaskBuildReport(projects=[build_project(m, settings, backend, include_weak, progress, jobs)
                                      for m in manifests])
 
 
 def build_project(manifest: Manifest, settings: Settings, backend: str = "local", include_weak: bool = False,
-                  progress: bool = True) -> ProjectTaskReport:
+                  progress: bool = True, jobs: int | None = None) -> ProjectTaskReport:
     started = time.monotonic()
+    jobs = max(1, jobs or default_jobs())
     say = _err.print if progress else (lambda *a, **k: None)
     env = find_local_env(manifest, settings) or build_local_env(
         manifest, settings, warn=lambda msg: say(f"[yellow]{msg}[/]"))
     baseline = load_baseline(env)
+    kept = _Kept(settings, manifest.name, _inputs(manifest, env, backend))
     logs = settings.runs / "tasks" / manifest.name
-    shutil.rmtree(logs, ignore_errors=True)  # the logs of this build only
-    logs.mkdir(parents=True)
+    if not kept.records:
+        shutil.rmtree(logs, ignore_errors=True)  # the logs of this build only (kept ones: of the one resumed)
+    logs.mkdir(parents=True, exist_ok=True)
     say(f"[bold]{manifest.name}[/]: analyzing")
     analysis = _analyze(manifest, env, settings, say)
     selection = select(manifest, analysis)
-    say(f"[bold]{manifest.name}[/]: {len(selection.candidates)} candidate functions; "
-        "mapping tests (one coverage run of the suite)")
-    covmap = collect_coverage(manifest, env.python, env.checkout.path, baseline, log=logs / "coverage.log")
-    mapped = [(c, *_map(c, covmap)) for c in selection.candidates]
-    with _runner(manifest, settings, backend, env, logs) as runner:
-        verdicts = _verify_all(manifest, env, runner, [(c, tests) for c, tests, _ in mapped], progress)
+    say(f"[bold]{manifest.name}[/]: {len(selection.candidates)} candidate functions")
+    covmap = _coverage(manifest, env, baseline, logs, kept, say)
+    durations = {n: o.duration for n, o in covmap.outcomes.items()}  # what the evaluation's limits use
+    mapped, capped = _map_all(manifest, selection.candidates, covmap,
+                              {**durations, **{t.nodeid: t.duration for t in baseline.tests}})
+    if capped:
+        say(f"[bold]{manifest.name}[/]: {len(capped)} tasks capped (max_tests_per_task "
+            f"{manifest.tasks.max_tests_per_task or 'none'}, max_seconds_per_task {manifest.tasks.max_seconds_per_task:g}): "
+            f"{sum(map(len, capped.values()))} of their slowest mapped tests dropped")
+    notes: list[str] = []
+    verifying = time.monotonic()
+    with _runner(manifest, settings, backend, env, logs, durations, jobs, notes) as runner:
+        verdicts = _verify_all(manifest, env, runner, [(c, tests) for c, tests, _ in mapped], jobs, kept,
+                               progress)
     tasks = [_task(manifest, env, c, tests, kind, covmap, verdicts[_tid(manifest, c)])
              for c, tests, kind in mapped]
-    report = _report(manifest, env, backend, include_weak, selection, covmap, tasks, verdicts, started)
+    report = _report(manifest, env, backend, include_weak, selection, covmap, tasks, verdicts, started,
+                     capped=capped, max_tests_per_task=manifest.tasks.max_tests_per_task,
+                     max_seconds_per_task=manifest.tasks.max_seconds_per_task, jobs=jobs, resumed=kept.resumed,
+                     fallbacks=notes, verify_seconds=round(time.monotonic() - verifying, 1))
     store.save_project(settings, manifest.name, env.checkout.commit, tasks, report.model_dump_json(),
                        include_weak)
     return report
+
+
+def _coverage(manifest: Manifest, env: LocalEnv, baseline, logs: Path, kept: _Kept, say) -> CoverageMap:
+    """The test mapping: kept by the interrupted build with the same inputs, else one coverage run."""
+    covmap = CoverageMap.from_json(kept.records["coverage"]) if "coverage" in kept.records else None
+    if covmap is not None:
+        say(f"[bold]{manifest.name}[/]: test mapping taken from the interrupted build")
+        return covmap
+    say(f"[bold]{manifest.name}[/]: mapping tests (one coverage run of the suite)")
+    covmap = collect_coverage(manifest, env.python, env.checkout.path, baseline, log=logs / "coverage.log")
+    kept.keep("coverage", covmap.to_json())
+    return covmap
+
+
+def _inputs(manifest: Manifest, env: LocalEnv, backend: str) -> str:
+    """What a kept decision depends on: commit, manifest (tests, caps, targets), environment, backend."""
+    return manifest.spec_hash(env.checkout.commit, env.key, env.tests_key, backend, VERIFY_VERSION)
+
+
+@dataclass
+class _Kept:
+    """The decisions of an interrupted build with the same inputs; every new one is kept at once."""
+
+    settings: Settings
+    project: str
+    inputs: str
+    records: dict[str, str] = field(default_factory=dict)
+    resumed: int = 0
+
+    def __post_init__(self) -> None:
+        self.records = store.progress(self.settings, self.project, self.inputs)
+
+    def keep(self, key: str, record: str) -> None:
+        store.keep_progress(self.settings, self.project, self.inputs, key, record)
 
 
 def _analyze(manifest: Manifest, env: LocalEnv, settings: Settings, say):
@@ -136,69 +209,185 @@ def _map(c: Candidate, covmap: CoverageMap) -> tuple[list[str], str]:
     return sorted(tests), "filename" if tests else "none"
 
 
-def _verify_all(manifest: Manifest, env: LocalEnv, runner: TestRunner,
-                mapped: list[tuple[Candidate, list[str]]], progress: bool) -> dict[str, Verification]:
+def _map_all(manifest: Manifest, candidates: list[Candidate], covmap: CoverageMap, slowness: dict[str, float]
+             ) -> tuple[list[tuple[Candidate, list[str], str]], dict[str, list[str]]]:
+    """Each candidate's mapped tests within the manifest's caps (`slowness`: baseline durations), and the
+    tests the caps dropped per task id."""
+    mapped, capped = [], {}
+    for c in candidates:
+        tests, kind = _map(c, covmap)
+        if tests:
+            tests, dropped = cap_tests(tests, slowness, manifest.tasks.max_tests_per_task,
+                                       manifest.tasks.max_seconds_per_task)
+            if dropped:
+                capped[_tid(manifest, c)] = dropped
+        mapped.append((c, tests, kind))
+    return mapped, capped
+
+
+def _verify_all(manifest: Manifest, env: LocalEnv, runner: TestRunner, mapped: list[tuple[Candidate, list[str]]],
+                jobs: int, kept: _Kept, progress: bool) -> dict[str, Verification]:
+    """Every task's verdict: the shared runs of the original first, then the tasks, `jobs` at a time."""
     from coderun.runner.splice import blank_body
 
-    union = {n for _, tests in mapped for n in tests}
+    say = _err.print if progress else (lambda *a, **k: None)
+    specs = [(c, TaskTests(_tid(manifest, c), c.function.file, c.function.qualname, c.function.lineno,
+                           tuple(tests))) for c, tests in mapped]
+    flaky, always = _shared_runs(manifest, runner, {n for _, tests in mapped for n in tests}, kept, say)
     out: dict[str, Verification] = {}
-    with _progress(progress) as bar:
-        shared = bar.add_task(f"{manifest.name}: original x{ORIGINAL_RUNS - 1} (all mapped tests)",
-                              total=1)
-        flaky, always = unstable_tests(runner, union, ORIGINAL_RUNS - 1)
-        bar.advance(shared)
-        each = bar.add_task(f"{manifest.name}: verify tasks", total=len(mapped))
-        sources: dict[str, str] = {}
-        for c, tests in mapped:
-            fn = c.function
-            if tests and fn.file not in sources:
-                sources[fn.file] = (env.checkout.path / fn.file).read_text(encoding="utf-8")
-            spec = TaskTests(_tid(manifest, c), fn.file, fn.qualname, fn.lineno, tuple(tests))
-            out[spec.task_id] = verify_task(spec, runner, sources.get(fn.file, ""),
-                                            lambda src, q, ln: blank_body(src, q, lineno=ln),
-                                            flaky=flaky, always_failed=always)
-            bar.advance(each)
+    todo = []
+    for _, spec in specs:
+        v = Verification.from_json(kept.records[spec.task_id], spec) if spec.task_id in kept.records else None
+        if v is not None:
+            out[spec.task_id] = v
+        else:
+            todo.append(spec)
+    kept.resumed = len(out)
+    if out:
+        say(f"[bold]{manifest.name}[/]: {len(out)} of {len(specs)} tasks already decided by the interrupted "
+            "build with the same inputs; verifying the rest")
+    sources = {spec.file: (env.checkout.path / spec.file).read_text(encoding="utf-8") for spec in todo if spec.tests}
+
+    def one(spec: TaskTests) -> Verification:
+        return verify_task(spec, runner, sources.get(spec.file, ""),
+                           lambda src, q, ln: blank_body(src, q, lineno=ln), flaky=flaky, always_failed=always)
+
+    with _Meter(manifest.name, len(specs), Counter(v.status.value for v in out.values()), progress) as meter:
+        for spec, v in _parallel(one, todo, jobs, say):
+            kept.keep(spec.task_id, v.to_json(spec.tests))
+            out[spec.task_id] = v
+            meter.advance(v.status.value)
     return out
 
 
-@contextlib.contextmanager
-def _progress(enabled: bool) -> Iterator[Progress]:
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   console=_err, disable=not enabled, transient=False)
-    with bar:
-        yield bar
+def _shared_runs(manifest: Manifest, runner: TestRunner, union: set[str], kept: _Kept, say
+                 ) -> tuple[set[str], set[str]]:
+    """(flaky, always failed) from the runs of the original on every mapped test at once, or as kept."""
+    import hashlib
+    import json
+
+    key = "shared:" + hashlib.sha256("\n".join(sorted(union)).encode()).hexdigest()[:16]
+    if key in kept.records:
+        d = json.loads(kept.records[key])
+        return set(d["flaky"]), set(d["always"])
+    say(f"[bold]{manifest.name}[/]: running the original x{ORIGINAL_RUNS - 1} on all {len(union)} mapped tests")
+    flaky, always = unstable_tests(runner, union, ORIGINAL_RUNS - 1)
+    kept.keep(key, json.dumps({"flaky": sorted(flaky), "always": sorted(always)}))
+    return flaky, always
+
+
+def _parallel(fn: Callable[[TaskTests], Verification], todo: list[TaskTests], jobs: int, say
+              ) -> Iterator[tuple[TaskTests, Verification]]:
+    """(spec, verdict) as each finishes, `jobs` at a time. Interrupted (Ctrl-C) or failing, it starts
+    nothing new but still hands over the tasks already under way that end well, so the caller keeps
+    them; then it re-raises."""
+    ex = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="coderun-verify")
+    running: dict[Future, TaskTests] = {}
+    pending = list(todo)
+    try:
+        while pending or running:
+            while pending and len(running) < jobs:
+                spec = pending.pop(0)
+                running[ex.submit(fn, spec)] = spec
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in done:
+                yield running.pop(fut), fut.result()
+    except GeneratorExit:
+        raise
+    except BaseException as e:
+        if isinstance(e, KeyboardInterrupt) and running:
+            say(f"interrupted: finishing the {len(running)} tasks under way; every decision made is kept, "
+                "and running the same build again resumes")
+        for fut in list(running):
+            if fut.exception() is None:  # waits for it
+                yield running.pop(fut), fut.result()
+        raise
+    finally:
+        ex.shutdown(wait=True, cancel_futures=True)
+
+
+class _Meter:
+    """Progress of the verification: a rich bar on a terminal, otherwise a line every few tasks or seconds
+    (e.g. `calc: 12/40 tasks done (9 verified, 3 weak) 0:01:10`) and one at the end."""
+
+    def __init__(self, project: str, total: int, done: Counter, enabled: bool):
+        self.project, self.total, self.counts, self.enabled = project, total, done, enabled
+        self.started = self.last_line = time.monotonic()
+        self.last_done = sum(done.values())
+        self.bar: Progress | None = None
+
+    def __enter__(self) -> _Meter:
+        if self.enabled and _err.is_terminal:
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                TimeElapsedColumn(), console=_err, transient=False)
+            self.bar.start()
+            self.bar_id = self.bar.add_task(f"{self.project}: verify tasks", total=self.total,
+                                            completed=self.last_done)
+        elif self.enabled:
+            self.line()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+        elif self.enabled and sum(self.counts.values()) != self.last_done:
+            self.line()
+
+    def advance(self, status: str) -> None:
+        self.counts[status] += 1
+        if self.bar is not None:
+            self.bar.advance(self.bar_id)
+            return
+        done = sum(self.counts.values())
+        if self.enabled and (done - self.last_done >= LINE_EVERY_TASKS or done == self.total
+                             or time.monotonic() - self.last_line >= LINE_EVERY_SECONDS):
+            self.line()
+
+    def line(self) -> None:
+        done = sum(self.counts.values())
+        self.last_done, self.last_line = done, time.monotonic()
+        elapsed = int(self.last_line - self.started)
+        parts = ", ".join(f"{n} {k}" for k, n in sorted(self.counts.items(), key=lambda kv: -kv[1]))
+        _err.print(f"{self.project}: {done}/{self.total} tasks done{f' ({parts})' if parts else ''} "
+                   f"{elapsed // 3600}:{elapsed // 60 % 60:02d}:{elapsed % 60:02d}", highlight=False)
 
 
 @contextlib.contextmanager
-def _runner(manifest: Manifest, settings: Settings, backend: str, env: LocalEnv, logs: Path
-            ) -> Iterator[TestRunner]:
-    """A TestRunner backed by the evaluation's sandbox and `run_sample`."""
-    import warnings
-
-    from coderun.runner.evaluate import project_sandbox_spec
-    from coderun.runner.execute import run_sample
+def _runner(manifest: Manifest, settings: Settings, backend: str, env: LocalEnv, logs: Path,
+            durations: dict[str, float], jobs: int, notes: list[str]) -> Iterator[TestRunner]:
+    """A TestRunner backed by the evaluation's sandbox and workers executor (up to `jobs` workers, each
+    keeping the tree in memory), with the evaluation's time limits for the tests it runs."""
+    from coderun.runner.evaluate import project_sandbox_spec, run_limits
+    from coderun.runner.execute import SampleRun
     from coderun.runner.grade import tampered_machinery
-    from coderun.runner.sandbox import create_sandbox
-    from coderun.runner.sandbox.local import UntrustedCodeWarning
+    from coderun.runner.workers import WorkerPool
     from coderun.testrun import test_env
 
     spec = project_sandbox_spec(manifest, settings, backend)  # exactly the evaluation's sandbox
-    counter = iter(range(1, 1 << 30))
+    lock = threading.Lock()
+    # A resumed build keeps the logs of the one it resumes and numbers its own after them.
+    counter = itertools.count(1 + max((int(p.stem[4:]) for p in logs.glob("run-*.log") if p.stem[4:].isdigit()),
+                                      default=0))
     tree = env.checkout.path
     t_env = {k: v for k, v in test_env(manifest, tree).items() if k != "PYTHONPATH"}
 
     def run(relfile: str | None, new_source: str | None, nodeids: list[str], *,
             first_failure: bool = False) -> dict[str, str]:
-        # run_sample always writes one file: with nothing to change, write a test file back unchanged.
+        # Every run writes one file: with nothing to change, write a test file back unchanged.
         relfile = relfile or test_file(nodeids[0])
         if new_source is None:
             new_source = (tree / relfile).read_text(encoding="utf-8")
-        ev = run_sample(sandbox, relfile=relfile, new_source=new_source, nodeids=nodeids,
-                        timeout=manifest.tests.timeout, per_test_timeout=manifest.tests.timeout_per_test,
-                        env=t_env, pytest_args=[*manifest.tests.args, *(["-x"] if first_failure else [])],
-                        log_path=logs / f"run-{next(counter):05d}.log")
+        per_test, total = run_limits([durations.get(n, 1.0) for n in nodeids], manifest)
+        with lock:
+            log = logs / f"run-{next(counter):05d}.log"
+        ev = pool.run(manifest.name, SampleRun(
+            relfile=relfile, new_source=new_source, nodeids=list(nodeids), timeout=total,
+            per_test_timeout=per_test, env=t_env,
+            pytest_args=(*manifest.tests.args, *(["-x"] if first_failure else [])), log_path=log,
+            template=False))  # no two runs of a verification are alike: a template would not pay off
         if ev.infra_error:
-            raise SandboxError(f"{manifest.name}: the sandbox failed while verifying tasks: {ev.infra_error}")
+            raise SandboxError(f"{manifest.name}: the sandbox failed while verifying tasks: {ev.infra_error}",
+                               hint=f"see {log}; the decisions made so far are kept, run the build again")
         machinery = tampered_machinery(ev.tampering)
         if machinery:  # evaluation would grade every sample of this run as tampering: say so now
             raise TaskError(f"{manifest.name}: running the project's own code trips coderun's tampering check "
@@ -207,11 +396,11 @@ def _runner(manifest: Manifest, settings: Settings, backend: str, env: LocalEnv,
                                  "the way a sample would), so please report it with the log")
         return {t.nodeid: t.outcome for t in ev.outcomes}
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UntrustedCodeWarning)  # our own, original code
-        sandbox = create_sandbox(backend, spec)
-        with sandbox:
+    with WorkerPool(backend, {manifest.name: spec}, jobs) as pool:
+        try:
             yield run
+        finally:
+            notes.extend(pool.notes)
 
 
 def _task(manifest: Manifest, env: LocalEnv, c: Candidate, tests: list[str], kind: str, covmap: CoverageMap,
@@ -230,7 +419,7 @@ def _task(manifest: Manifest, env: LocalEnv, c: Candidate, tests: list[str], kin
 
 
 def _report(manifest: Manifest, env: LocalEnv, backend: str, include_weak: bool, selection, covmap: CoverageMap,
-            tasks: list[Task], verdicts: dict[str, Verification], started: float) -> ProjectTaskReport:
+            tasks: list[Task], verdicts: dict[str, Verification], started: float, **build) -> ProjectTaskReport:
     explicit = sum(t.explicit for t in tasks)
     levels = Counter(t.level.value for t in tasks if in_benchmark(t, include_weak))
     return ProjectTaskReport(
@@ -241,5 +430,5 @@ def _report(manifest: Manifest, env: LocalEnv, backend: str, include_weak: bool,
         statuses=dict(Counter(t.status.value for t in tasks)), levels=dict(levels),
         flaky_tests=sorted({n for t in tasks for n in t.flaky_tests}),
         reasons={tid: v.reason for tid, v in verdicts.items() if v.reason},
-        seconds=round(time.monotonic() - started, 1))
+        seconds=round(time.monotonic() - started, 1), **build)
 

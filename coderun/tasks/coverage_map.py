@@ -99,6 +99,33 @@ class CoverageMap:
             found |= per_line.get(ln, frozenset())
         return found & self.passing
 
+    def to_json(self) -> str:
+        """The whole map, node ids written once (an interrupted task build keeps it, see tasks.store)."""
+        ids = sorted({n for per_line in self.lines.values() for tests in per_line.values() for n in tests})
+        index = {n: i for i, n in enumerate(ids)}
+        return json.dumps({
+            "project": self.project, "kind": self.kind, "ids": ids,
+            "lines": {f: {str(ln): sorted(index[n] for n in tests) for ln, tests in per_line.items()}
+                      for f, per_line in self.lines.items()},
+            "outcomes": [o.model_dump(mode="json") for o in self.outcomes.values()],
+            "passing": sorted(self.passing), "test_files": list(self.test_files), "reason": self.reason,
+            "duration": self.duration})
+
+    @classmethod
+    def from_json(cls, text: str) -> CoverageMap | None:
+        """A map written by `to_json`; None when it cannot be read (then the suite runs again)."""
+        try:
+            d = json.loads(text)
+            ids = d["ids"]
+            lines = {f: {int(ln): frozenset(ids[i] for i in tests) for ln, tests in per_line.items()}
+                     for f, per_line in d["lines"].items()}
+            outcomes = {o["nodeid"]: TestOutcome.model_validate(o) for o in d["outcomes"]}
+            return cls(project=d["project"], kind=d["kind"], lines=lines, outcomes=outcomes,
+                       passing=frozenset(d["passing"]), test_files=tuple(d["test_files"]), reason=d["reason"],
+                       duration=d["duration"])
+        except (ValueError, KeyError, TypeError, IndexError):
+            return None
+
     def tests_by_filename(self, relfile: str) -> set[str]:
         """Passing tests in files named after the module (`test_<module>.py`, `<module>_test.py`…)."""
         module = Path(relfile).stem
@@ -221,3 +248,18 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float, log: Pa
 
 def _tail(text: str, lines: int = 12) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def cap_tests(tests: Iterable[str], durations: dict[str, float], max_tests: int | None, max_seconds: float
+              ) -> tuple[list[str], list[str]]:
+    """(kept, dropped): at most `max_tests` tests (None: any number) whose durations add up to at most `max_seconds`, the
+    slowest dropped first (ties: the later node id). The fastest test always stays, whatever it takes:
+    a task is never lost to the budget. An unknown duration counts as 0."""
+    by_speed = sorted(set(tests), key=lambda n: (durations.get(n, 0.0), n))
+    kept = by_speed[:max(1, max_tests)] if max_tests is not None else list(by_speed)
+    total = sum(durations.get(n, 0.0) for n in kept)
+    while len(kept) > 1 and total > max_seconds:
+        total -= durations.get(kept.pop(), 0.0)
+    stays = set(kept)
+    dropped = [n for n in reversed(by_speed) if n not in stays]
+    return sorted(kept), dropped

@@ -3,6 +3,11 @@
 One row per task (the full record as JSON, plus the columns queries filter on) and one row per project
 build (its report). Building a project replaces all of that project's rows in one transaction, so the
 store never mixes tasks from two builds.
+
+While a build runs, each result (the test mapping, the shared runs of the original, a task's verdict) is kept in
+`task_progress` as soon as it is made, under a key of the build's inputs (commit, manifest, environment,
+backend). An interrupted build that starts again with the same inputs takes them from there instead of
+running them again; other inputs discard them. A finished build removes its project's progress rows.
 """
 
 from __future__ import annotations
@@ -37,6 +42,13 @@ CREATE TABLE IF NOT EXISTS task_builds (
     include_weak INTEGER NOT NULL,
     report    TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS task_progress (
+    project   TEXT NOT NULL,
+    inputs    TEXT NOT NULL,
+    key       TEXT NOT NULL,
+    record    TEXT NOT NULL,
+    PRIMARY KEY (project, key)
+);
 """
 
 
@@ -67,9 +79,42 @@ def save_project(settings: Settings, project: str, commit: str, tasks: list[Task
              json.dumps(t.aliases), t.model_dump_json()) for i, t in enumerate(tasks)]
     with connect(settings) as conn:
         conn.execute("DELETE FROM tasks WHERE project = ?", (project,))
+        conn.execute("DELETE FROM task_progress WHERE project = ?", (project,))
         conn.executemany("INSERT OR REPLACE INTO tasks VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
         conn.execute("INSERT OR REPLACE INTO task_builds VALUES (?, ?, ?, ?)",
                      (project, commit, int(include_weak), report_json))
+
+
+def progress(settings: Settings, project: str, inputs: str) -> dict[str, str]:
+    """The decisions an unfinished build of `project` with these `inputs` kept (key -> JSON record);
+    those of a build with other inputs are deleted."""
+    with connect(settings) as conn:
+        conn.execute("DELETE FROM task_progress WHERE project = ? AND inputs != ?", (project, inputs))
+        rows = conn.execute("SELECT key, record FROM task_progress WHERE project = ?", (project,)).fetchall()
+    return dict(rows)
+
+
+def keep_progress(settings: Settings, project: str, inputs: str, key: str, record: str) -> None:
+    """Keep one decision of a running build (committed at once: a killed build loses nothing kept)."""
+    with connect(settings) as conn:
+        conn.execute("INSERT OR REPLACE INTO task_progress VALUES (?, ?, ?, ?)", (project, inputs, key, record))
+
+
+def stored_projects(settings: Settings) -> dict[str, int]:
+    """Every project the store holds anything of: its number of tasks (0 for an unfinished first build)."""
+    with connect(settings) as conn:
+        counts = dict(conn.execute("SELECT project, COUNT(*) FROM tasks GROUP BY project").fetchall())
+        others = {r[0] for r in conn.execute("SELECT project FROM task_builds UNION "
+                                             "SELECT project FROM task_progress")}
+    return {p: counts.get(p, 0) for p in sorted(set(counts) | others)}
+
+
+def remove_projects(settings: Settings, projects: Iterable[str]) -> None:
+    """Delete every row of these projects: tasks, build report, progress."""
+    names = [(p,) for p in projects]
+    with connect(settings) as conn:
+        for table in ("tasks", "task_builds", "task_progress"):
+            conn.executemany(f"DELETE FROM {table} WHERE project = ?", names)
 
 
 def query(settings: Settings, *, project: str | None = None, level: str | None = None,

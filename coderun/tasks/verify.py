@@ -12,6 +12,7 @@ Every run goes through a `TestRunner`, the same sandbox call the evaluation uses
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
@@ -52,6 +53,24 @@ class Verification:
     flaky: tuple[str, ...]          # mapped tests that failed in at least one run of the original
     blank_failed: tuple[str, ...]   # remaining tests that did not pass with the body blanked (-x: or did not run)
     reason: str = ""
+
+    def to_json(self, mapped: Iterable[str]) -> str:
+        """The decision, with the mapped tests it was made for (kept while a build runs)."""
+        return json.dumps({"task_id": self.task_id, "status": self.status.value, "tests": list(self.tests),
+                           "flaky": list(self.flaky), "blank_failed": list(self.blank_failed),
+                           "reason": self.reason, "mapped": list(mapped)})
+
+    @classmethod
+    def from_json(cls, text: str, task: TaskTests) -> Verification | None:
+        """A kept decision for `task`; None when it was made for other tests (or cannot be read)."""
+        try:
+            d = json.loads(text)
+            if d["task_id"] != task.task_id or d["mapped"] != list(task.tests):
+                return None
+            return cls(d["task_id"], TaskStatus(d["status"]), tuple(d["tests"]), tuple(d["flaky"]),
+                       tuple(d["blank_failed"]), d["reason"])
+        except (ValueError, KeyError, TypeError):
+            return None
 
 
 def unstable_tests(runner: TestRunner, nodeids: Iterable[str], runs: int) -> tuple[set[str], set[str]]:

@@ -1,0 +1,244 @@
+"""Task builds that scale: caps on mapped tests, parallel verification, progress lines without a terminal,
+resuming an interrupted build, and pruning tasks whose project is gone. Real venvs, real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from coderun.cli.main import app
+from coderun.config import Settings, load_settings
+from coderun.errors import TaskError
+from coderun.records import Task, TaskStatus
+from coderun.runner.evaluate import EvalRequest, start_run
+from coderun.tasks import load_tasks, store
+from coderun.tasks.coverage_map import cap_tests
+from coderun.tasks.verify import TaskTests, Verification
+from tests.helpers import write_tree
+
+DOC = '"""Return the {what} of the given value, computed step by step for the caller."""'
+N_FUNCS = 6
+
+
+def _project() -> dict[str, str]:
+    funcs, tests = [], ["import time\n\nfrom slow import work\n"]
+    for i in range(N_FUNCS):
+        funcs.append(f'''
+
+def step{i}(x):
+    {DOC.format(what=f"step {i} result")}
+    y = x + {i}
+    y = y * 2
+    y = y - {i}
+    return y
+''')
+        for variant in ("a", "b"):
+            tests.append(f'''
+
+def test_step{i}_{variant}():
+    time.sleep(0.3)
+    assert work.step{i}(1) == {(1 + i) * 2 - i}
+''')
+    funcs.append(f'''
+
+def slowpoke(x):
+    {DOC.format(what="slowly computed")}
+    y = x * 3
+    y = y + 1
+    y = y - 1
+    return y
+''')
+    tests.append('''
+
+def test_slowpoke_quick():
+    assert work.slowpoke(2) == 6
+
+
+def test_slowpoke_slow():
+    time.sleep(1.5)
+    assert work.slowpoke(3) == 9
+''')
+    return {"slow/__init__.py": "", "slow/work.py": '"""Steps."""\n' + "".join(funcs),
+            "tests/test_work.py": "".join(tests)}
+
+
+def _manifest(root: Path, max_seconds: float = 1.0) -> Path:
+    write_tree(root / "slow", _project())
+    f = root / "projects" / "slow.yaml"
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text(f"name: slow\nsource: {{path: {root / 'slow'}}}\npython: '3.11'\n"
+                 "tests:\n  paths: [tests]\n"
+                 f"tasks:\n  max_seconds_per_task: {max_seconds}\n")
+    return f
+
+
+def _cli(home: Path, projects: Path, *args: str) -> subprocess.Popen:
+    env = {**os.environ, "CODERUN_HOME": str(home), "CODERUN_PROJECTS": str(projects), "COLUMNS": "200"}
+    return subprocess.Popen([sys.executable, "-m", "coderun", *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _decided(home: Path) -> set[str]:
+    db = home / "store.sqlite"
+    if not db.is_file():
+        return set()
+    try:
+        with sqlite3.connect(db, timeout=30) as conn:
+            rows = conn.execute("SELECT key FROM task_progress WHERE key LIKE '%::%'")  # task ids only
+            return {r[0] for r in rows}
+    except sqlite3.OperationalError:  # the table is not there yet
+        return set()
+
+
+def _tests_in_logs(logs: list[Path]) -> set[str]:
+    out = set()
+    for log in logs:
+        for line in log.read_text().splitlines():
+            if line.startswith("# tests: "):
+                out |= set(line.removeprefix("# tests: ").split())
+    return out
+
+
+# ------------------------------------------------------------------------------------ caps
+
+
+def test_cap_drops_the_slowest_tests_first():
+    durations = {"a": 0.1, "b": 5.0, "c": 1.0, "d": 0.2}
+    assert cap_tests(["a", "b", "c", "d"], durations, 3, 100) == (["a", "c", "d"], ["b"])
+    assert cap_tests(["a", "b", "c", "d"], durations, 10, 1.5) == (["a", "c", "d"], ["b"])
+    assert cap_tests(["a", "b", "c", "d"], durations, 10, 0.25) == (["a"], ["b", "c", "d"])
+
+
+def test_without_a_count_cap_only_the_time_budget_drops():
+    durations = {"a": 0.1, "b": 2.0, "c": 0.2}
+    assert cap_tests(["a", "b", "c"], durations, None, 1.0) == (["a", "c"], ["b"])
+    assert cap_tests(["a", "b", "c"], durations, None, 10.0) == (["a", "b", "c"], [])
+
+
+def test_cap_never_drops_the_last_test():
+    """A task whose fastest test alone is over the budget keeps that test: the cap trims, never empties."""
+    assert cap_tests(["slow", "slower"], {"slow": 9.0, "slower": 20.0}, 5, 1.0) == (["slow"], ["slower"])
+    assert cap_tests(["x", "y"], {}, 1, 1.0) == (["x"], ["y"])  # unknown durations count as 0; ties by id
+
+
+def test_kept_decisions_of_other_inputs_are_discarded(tmp_path):
+    """A changed input (commit, manifest, environment) redoes every task: its kept decisions go."""
+    settings = Settings(home=tmp_path)
+    spec = TaskTests("p/m.py::f", "m.py", "f", 1, ("t::a",))
+    v = Verification(spec.task_id, TaskStatus.VERIFIED, ("t::a",), (), ("t::a",))
+    store.keep_progress(settings, "p", "inputs-1", spec.task_id, v.to_json(spec.tests))
+    assert Verification.from_json(store.progress(settings, "p", "inputs-1")[spec.task_id], spec) == v
+    other = TaskTests(spec.task_id, "m.py", "f", 1, ("t::a", "t::b"))
+    assert Verification.from_json(v.to_json(spec.tests), other) is None  # decided for other tests
+    assert store.progress(settings, "p", "inputs-2") == {}
+    assert store.progress(settings, "p", "inputs-1") == {}
+
+
+# ---------------------------------------------------------------------- build, kill, resume
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill-9"])
+def test_interrupted_build_resumes_without_verifying_finished_tasks_again(tmp_path, sig):
+    """A 37-minute build stopped by Ctrl-C kept nothing: now each decision is kept as it is made (a kill
+    loses only the tasks under way) and the next build with the same inputs does not run the tests of a
+    decided task again."""
+    manifest = _manifest(tmp_path)
+    home, projects = tmp_path / "home", manifest.parent
+    env_build = _cli(home, projects, "env", "build", "slow")
+    assert env_build.wait(600) == 0, env_build.stderr.read()
+
+    first = _cli(home, projects, "tasks", "build", "slow", "-j", "1")
+    deadline = time.monotonic() + 600
+    while len(_decided(home)) < 2 and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert first.poll() is None, f"the build ended before it could be interrupted: {first.stderr.read()}"
+    first.send_signal(sig)
+    _, err1 = first.communicate(timeout=300)
+    assert first.returncode != 0
+    assert sig == signal.SIGKILL or "interrupted: finishing the 1 tasks under way" in err1
+    decided = _decided(home)
+    assert 2 <= len(decided) < N_FUNCS + 1, err1
+    logs = home / "runs" / "tasks" / "slow"
+    before = set(logs.glob("run-*.log"))
+    coverage_log = (logs / "coverage.log").read_text()
+
+    second = _cli(home, projects, "tasks", "build", "slow", "-j", "2")
+    out2, err2 = second.communicate(timeout=600)
+    assert second.returncode == 0, err2
+    assert f"{len(decided)} tasks taken from the interrupted build" in out2
+    report = json.loads(store.build_reports(Settings(home=home))["slow"])
+    assert report["resumed"] == len(decided) and report["jobs"] == 2
+    new_logs = set(logs.glob("run-*.log")) - before
+    rerun = _tests_in_logs(sorted(new_logs))
+    names = {t.task_id: t for t in load_tasks(Settings(home=home), status="all")}
+    for tid in decided:
+        assert not set(names[tid].tests) & rerun, f"{tid} was verified again"
+    # The test mapping and the shared runs of the original were kept too: only what was left ran.
+    assert "test mapping taken from the interrupted build" in err2 and "running the original" not in err2
+    assert (logs / "coverage.log").read_text() == coverage_log
+    assert rerun and rerun <= {n for t in names.values() for n in t.tests if t.task_id not in decided}
+    assert {t.status for t in names.values()} == {TaskStatus.VERIFIED}
+    assert _decided(home) == set()  # a finished build leaves no progress rows
+    # Without a terminal, progress comes as lines.
+    assert f"slow: {N_FUNCS + 1}/{N_FUNCS + 1} tasks done ({N_FUNCS + 1} verified)" in err2
+
+    # The cap: slowpoke's slow test (1.5 s in the baseline) is over the 1 s budget and dropped, reported.
+    slow = names["slow/slow/work.py::slowpoke"]
+    assert slow.tests == ["tests/test_work.py::test_slowpoke_quick"]
+    assert report["capped"] == {"slow/slow/work.py::slowpoke": ["tests/test_work.py::test_slowpoke_slow"]}
+    assert "1 tasks capped" in out2 and "slowpoke: 1 dropped, slowest tests/test_work.py::test_slowpoke_slow" in out2
+
+
+# ------------------------------------------------------------------------------------ prune
+
+
+def _fake_task(project: str, name: str) -> Task:
+    return Task(task_id=f"{project}/m.py::{name}", project=project, commit="0" * 40, file="m.py", qualname=name,
+                name=name, lineno=1, end_lineno=5, signature=f"def {name}():", docstring="Doc.",
+                source=f"def {name}():\n    return 1\n", level="self_contained", tests=["t.py::test"],
+                status=TaskStatus.VERIFIED)
+
+
+def test_eval_skips_tasks_of_a_project_whose_manifest_is_gone(tmp_path, monkeypatch):
+    """`eval --samples` failed with "no project named 'x'" for stored tasks no sample was about."""
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("CODERUN_PROJECTS", raising=False)
+    settings = load_settings()
+    store.save_project(settings, "gone", "0" * 40, [_fake_task("gone", "f")], "{}")
+    store.save_project(settings, "shortuuid", "0" * 40, [_fake_task("shortuuid", "g")], "{}")
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text(json.dumps({"task_id": "shortuuid/m.py::g", "solution": "def g():\n    return 2\n"}) + "\n")
+    seen: list[str] = []
+    run, summary = start_run(EvalRequest(samples=samples, run_dir=tmp_path / "run"), settings,
+                             load_tasks(settings), on_problem=seen.append)
+    assert [t.task_id for t in run.tasks()] == ["shortuuid/m.py::g"]
+    assert len(seen) == 1 and seen[0].startswith("gone: unknown project: 1 stored tasks left out")
+    assert summary.problems == seen
+    with pytest.raises(TaskError, match="no tasks selected"):  # only tasks of the gone project
+        start_run(EvalRequest(samples=samples, run_dir=tmp_path / "run2"), settings,
+                  load_tasks(settings, project="gone"))
+
+
+def test_prune_removes_tasks_of_unknown_projects_and_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("CODERUN_PROJECTS", raising=False)
+    settings = load_settings()
+    store.save_project(settings, "gone", "0" * 40, [_fake_task("gone", "f"), _fake_task("gone", "h")], "{}")
+    store.save_project(settings, "shortuuid", "0" * 40, [_fake_task("shortuuid", "g")], "{}")
+    store.keep_progress(settings, "half-built", "k", "half-built/m.py::f", "{}")
+    res = CliRunner().invoke(app, ["tasks", "prune"])
+    assert res.exit_code == 0, res.output
+    assert "removed 2 tasks of gone" in res.output and "removed 0 tasks of half-built" in res.output
+    assert store.stored_projects(settings) == {"shortuuid": 1}
+    again = CliRunner().invoke(app, ["tasks", "prune"])
+    assert again.exit_code == 0 and "nothing to prune" in again.output
