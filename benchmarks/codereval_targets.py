@@ -1,12 +1,17 @@
-"""Data preparation: list CoderEval's task functions in the built-in manifests' `tasks.targets`.
+"""Data preparation: list CoderEval's task functions in manifests' `tasks.targets`.
 
-For each CoderEval task of a project we ship (results-CodeGen-raw.jsonl gives file and name), find the
+For each CoderEval task of a mapped project (results-CodeGen-raw.jsonl gives file and name), find the
 function in the project's sdist tree (a name may be defined several times in a file: the definition
 whose docstring matches CoderEval's is taken), and write `function`, `aliases: [<_id>]` and the
 human-labeled docstring (CEPythonHumanLabel.jsonl, question_id = _id) into the manifest's `tasks:`
 section. Functions not in the tree are left out and printed.
 
-    python benchmarks/codereval_targets.py [--dry-run] [--data DIR]
+    python benchmarks/codereval_targets.py [--dry-run] [--data DIR] [--map OWNER/NAME=MANIFEST[:PREFIX] ...]
+                                           [-o DIR]
+
+Without --map, CoderEval's projects are mapped to the built-in manifests (the table below). MANIFEST is a
+manifest file or a project name; PREFIX is what the project's tree puts before CoderEval's file paths. The
+manifests are rewritten in place, or written to `-o DIR` under their own file names.
 
 Not product code: coderun never reads CoderEval's data; this script writes manifests once.
 """
@@ -23,8 +28,8 @@ from pathlib import Path
 
 import yaml
 
-from coderun.config import BUILTIN_PROJECTS_DIR, load_settings
-from coderun.manifest import load_manifest
+from coderun.config import load_settings
+from coderun.manifest import Manifest, find_manifest, load_manifest
 from coderun.sources import checkout
 
 from _data import add_data_option, codereval_data
@@ -86,7 +91,19 @@ def pick(defs: list[tuple[str, str, str]], docstring: str, signature: str) -> tu
                   + ", ".join(q for _, q in scored))
 
 
-def main(dry_run: bool, data: Path) -> None:
+def parse_map(items: list[str]) -> dict[str, tuple[str, str]]:
+    """`OWNER/NAME=MANIFEST[:PREFIX]` items as CoderEval project -> (manifest, prefix)."""
+    out = {}
+    for item in items:
+        project, sep, rest = item.partition("=")
+        if not sep or not project or not rest:
+            raise SystemExit(f"--map {item!r}: expected OWNER/NAME=MANIFEST[:PREFIX]")
+        manifest, _, prefix = rest.partition(":")
+        out[project] = (manifest, prefix)
+    return out
+
+
+def main(dry_run: bool, data: Path, projects: dict[str, tuple[str, str]], out_dir: Path | None) -> None:
     data_dir = codereval_data(data, "results-CodeGen-raw.jsonl", "CEPythonHumanLabel.jsonl", "CEPythonRaw.jsonl")
     rows = [json.loads(line) for line in (data_dir / "results-CodeGen-raw.jsonl").open()]
     human = {r["question_id"]: r["docstring"] for r in map(json.loads, (data_dir / "CEPythonHumanLabel.jsonl").open())}
@@ -95,11 +112,13 @@ def main(dry_run: bool, data: Path) -> None:
     targets: dict[str, dict[str, dict]] = defaultdict(dict)  # manifest -> function -> target
     left_out: list[str] = []
     trees: dict[str, Path] = {}
+    manifests: dict[str, Manifest] = {}
     for r in rows:
-        if r["project"] not in PROJECTS:
+        if r["project"] not in projects:
             continue
-        name, prefix = PROJECTS[r["project"]]
-        manifest = load_manifest(BUILTIN_PROJECTS_DIR / f"{name}.yaml")
+        ref, prefix = projects[r["project"]]
+        manifest = manifests.setdefault(ref, find_manifest(ref, settings))
+        name = manifest.name
         if name not in trees:
             trees[name] = checkout(manifest, settings).path
         rel = prefix + r["file_path"]
@@ -113,13 +132,14 @@ def main(dry_run: bool, data: Path) -> None:
             left_out.append(f"{r['_id']} {r['project']} {rel}::{r['name']}: {why}")
             continue
         key = f"{rel}::{qual}"
-        t = targets[name].setdefault(key, {"function": key, "aliases": [], "human_docstring": None})
+        t = targets[ref].setdefault(key, {"function": key, "aliases": [], "human_docstring": None})
         t["aliases"].append(r["_id"])
         t["human_docstring"] = t["human_docstring"] or human.get(r["_id"])
-    for name, found in sorted(targets.items()):
-        print(f"{name}: {len(found)} functions, {sum(len(t['aliases']) for t in found.values())} CoderEval tasks")
-        if not dry_run:
-            write_targets(BUILTIN_PROJECTS_DIR / f"{name}.yaml", list(found.values()))
+    for ref, found in sorted(targets.items()):
+        m = manifests[ref]
+        print(f"{m.name}: {len(found)} functions, {sum(len(t['aliases']) for t in found.values())} CoderEval tasks")
+        if not dry_run and m.origin is not None:
+            write_targets(m.origin, list(found.values()), out_dir / m.origin.name if out_dir else m.origin)
     print(f"left out ({len(left_out)}):")
     for line in left_out:
         print("  " + line)
@@ -137,24 +157,29 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
 _Dumper.add_representer(str, _str)
 
 
-def write_targets(path: Path, targets: list[dict]) -> None:
-    """Replace the `tasks:` section (the last top-level key of every built-in manifest)."""
+def write_targets(path: Path, targets: list[dict], out: Path) -> None:
+    """`path` with its `tasks:` section (the last top-level key, or none) replaced, written to `out`."""
     text = path.read_text()
-    head, sep, _ = text.partition("\ntasks:\n")
-    if not sep:
-        raise SystemExit(f"{path}: no top-level `tasks:` section at the end")
+    head, sep, tail = text.partition("\ntasks:\n")
+    if sep and any(line[:1].strip() and not line.startswith("#") for line in tail.splitlines()):
+        raise SystemExit(f"{path}: the top-level `tasks:` section must come last to be rewritten")
     current = yaml.safe_load(text).get("tasks") or {}
     clean = [{k: v for k, v in t.items() if v} for t in targets]
     section = {"targets": clean, **{k: v for k, v in current.items() if k != "targets"}}
     body = yaml.dump({"tasks": section}, Dumper=_Dumper, sort_keys=False, width=100, allow_unicode=True)
     note = "# tasks.targets: CoderEval's tasks in this project (generated by benchmarks/codereval_targets.py)\n"
-    path.write_text(head + "\n" + note + body)
-    load_manifest(path)  # still valid
+    head = head.rstrip("\n").removesuffix(note.rstrip("\n"))  # the note of an earlier run
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(head.rstrip("\n") + "\n" + note + body)
+    load_manifest(out)  # still valid
 
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dry-run", action="store_true", help="print, do not write the manifests")
     add_data_option(ap)
+    ap.add_argument("--map", action="append", default=[], metavar="OWNER/NAME=MANIFEST[:PREFIX]",
+                    help="a CoderEval project and its manifest (repeatable; default: the built-in table)")
+    ap.add_argument("-o", "--out-dir", type=Path, help="write the manifests here instead of in place")
     args = ap.parse_args()
-    main(args.dry_run, args.data)
+    main(args.dry_run, args.data, parse_map(args.map) if args.map else PROJECTS, args.out_dir)
