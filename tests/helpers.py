@@ -8,6 +8,16 @@ from pathlib import Path
 # CoderEval's released files, beside the repository (../shared/codereval) as on CI and developers' machines.
 CODEREVAL_DATA = Path(__file__).resolve().parents[2] / "shared" / "codereval"
 
+# A documented function of a small hand-made project, as several end-to-end tests use it.
+DOC = '"""Return the {what} of the values, computed step by step for the caller."""'
+MEAN = f"""def mean(values):
+    {DOC.format(what="mean")}
+    total = 0
+    for v in values:
+        total += v
+    return total / len(values)
+"""
+
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@localhost", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@localhost", "HOME": "/tmp", "PATH": "/usr/bin:/bin"}
 

@@ -20,20 +20,12 @@ from coderun.config import load_settings
 from coderun.manifest import load_manifest
 from coderun.runner.store import RunStore
 from coderun.tasks import build_tasks, load_tasks
-from tests.helpers import write_tree
-
-DOC = '"""Return the {what} of the values, computed step by step for the caller."""'
+from tests.helpers import DOC, MEAN, write_tree
 
 PROJECT = {
     "calc/__init__.py": "",
     "calc/stats.py": f'''
-def mean(values):
-    {DOC.format(what="mean")}
-    total = 0
-    for v in values:
-        total += v
-    return total / len(values)
-
+{MEAN}
 
 class Range:
     def __init__(self, values):

@@ -15,20 +15,12 @@ from coderun.manifest import load_manifest
 from coderun.runner.store import RunStore
 from coderun.tasks import built_projects, load_tasks
 from coderun.tasks.declared import declared_ids, owner
-from tests.helpers import write_tree
-
-DOC = '"""Return the {what} of the values, computed step by step for the caller."""'
+from tests.helpers import DOC, MEAN, write_tree
 
 PROJECT = {
     "calc/__init__.py": "",
     "calc/stats.py": f'''
-def mean(values):
-    {DOC.format(what="mean")}
-    total = 0
-    for v in values:
-        total += v
-    return total / len(values)
-
+{MEAN}
 
 def shrug(values):
     {DOC.format(what="text")}

@@ -20,7 +20,7 @@ from coderun.errors import TaskError
 from coderun.manifest import load_manifest
 from coderun.runner.store import RunStore
 from coderun.tasks import build_tasks
-from tests.helpers import write_tree
+from tests.helpers import MEAN, write_tree
 
 pytestmark = pytest.mark.slow
 
@@ -39,13 +39,7 @@ def pytest_configure(config):
 
 PROJECT = {
     "calc/__init__.py": "",
-    "calc/stats.py": '''def mean(values):
-    """Return the mean of the values, computed step by step for the caller."""
-    total = 0
-    for v in values:
-        total += v
-    return total / len(values)
-''',
+    "calc/stats.py": MEAN,
     "tests/test_stats.py": "from calc.stats import mean\n\n\ndef test_mean():\n    assert mean([1, 2, 3]) == 2\n",
 }
 
