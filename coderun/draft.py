@@ -30,7 +30,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from coderun.config import Settings
 from coderun.errors import ManifestError, SourceError, UsageError
 from coderun.manifest import Manifest, parse_manifest
-from coderun.sources import Checkout, checkout, download_sdist, pip_command
+from coderun.sources import Checkout, checkout, commit_date, download_sdist, pip_command
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -207,8 +207,7 @@ def source_date(src: dict, co: Checkout, settings: Settings) -> tuple[dt.date, s
     """The day the source is from, and how that is known: a git commit's date, or the time the sdist was
     made (its PKG-INFO's timestamp in the archive). A directory has none."""
     if src.get("git"):
-        day = git.Repo(co.path).commit(co.commit).committed_datetime.astimezone(dt.timezone.utc).date()
-        return day, "resolve_as_of: the commit's date; dependencies are resolved among the releases up to then"
+        return commit_date(co), "resolve_as_of: the commit's date; dependencies are resolved among the releases up to then"
     if not src.get("pypi"):
         return None
     archive = download_sdist(src["pypi"], settings)  # cached by the checkout just made

@@ -7,6 +7,7 @@ HEAD is the recorded commit, under `$CODERUN_HOME/src/`. Later stages copy it; n
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import hashlib
 import importlib.util
 import io
@@ -274,6 +275,11 @@ def _checkout_pypi(name: str, requirement: str, settings: Settings) -> Checkout:
             shutil.rmtree(tmp, ignore_errors=True)
     commit = git.Repo(repo_store).head.commit.hexsha
     return _worktree(name, repo_store, commit, "pypi", settings)
+
+
+def commit_date(co: Checkout) -> dt.date:
+    """The day (UTC) the checked-out commit was made: the date a git source's dependencies are resolved as of."""
+    return git.Repo(co.path).commit(co.commit).committed_datetime.astimezone(dt.timezone.utc).date()
 
 
 def describe_source(manifest: Manifest) -> str:

@@ -18,7 +18,6 @@ without network, and listed again when the image id changes) under $CODERUN_HOME
 
 from __future__ import annotations
 
-import datetime as dt
 import io
 import json
 import os
@@ -36,12 +35,11 @@ from rich.console import Console
 from coderun.config import Settings
 from coderun.envs import dockerlib
 from coderun.envs.base_image import PYTHON_IN_IMAGE, BaseSpec, BaseStrategy, base_spec, build_base_image
-from coderun.envs.local import find_python, pip_requirements, requirements_in, resolve_date
-from coderun.envs.resolve import compile_requirements
+from coderun.envs.local import find_python, pin_requirements, pip_requirements, resolve_date
 from coderun.errors import EnvironmentBuildError, SandboxError
 from coderun.manifest import Manifest
 from coderun.records import Baseline, ProjectEnvironment
-from coderun.sources import Checkout, checkout, pip_command
+from coderun.sources import Checkout, checkout
 from coderun.testrun import parse_junit, pytest_command, test_env
 from coderun.versions import PACKAGES_SCRIPT, project_environment
 
@@ -230,7 +228,9 @@ def wheelhouse(plan: ImagePlan, tree: Path, settings: Settings, console: Console
     reqs = pip_requirements(plan.manifest, tree)
     as_of = resolve_date(plan.manifest, plan.checkout)
     if as_of is not None:  # the same pins as the local backend: the releases up to the project's date
-        reqs = ["-r", str(_resolve_on_host(plan, tree, python, as_of, out, settings))]
+        reqs = ["-r", str(pin_requirements(plan.manifest, tree, out, python=python, as_of=as_of,
+                                           log=_log(settings, plan, "resolve", plan.deps_key),
+                                           env=_host_env(python)))]
     cmd = [str(python), "-m", "pip", "wheel", "--wheel-dir", str(out),
            "--use-pep517", *plan.manifest.install.pip_args, *reqs]
     with tempfile.TemporaryDirectory(prefix="coderun-manylinux-") as policy:
@@ -239,18 +239,6 @@ def wheelhouse(plan: ImagePlan, tree: Path, settings: Settings, console: Console
                     title=f"{plan.manifest.name}: wheelhouse (Python {plan.manifest.python}, host)")
     (out / ".complete").write_text(shlex.join(cmd) + "\n")
     return out
-
-
-def _resolve_on_host(plan: ImagePlan, tree: Path, python: Path, as_of: dt.date, out: Path,
-                     settings: Settings) -> Path:
-    """`resolved.txt` in the wheelhouse: the requirements pinned as of `as_of` for the image's Python."""
-    req_in = out / "requirements.in"
-    req_in.write_text(requirements_in(plan.manifest, tree))
-    resolved = out / "resolved.txt"
-    compile_requirements(req_in, resolved, python=python, as_of=as_of, pip=pip_command(),
-                         pip_args=list(plan.manifest.install.pip_args),
-                         log=_log(settings, plan, "resolve", plan.deps_key), env=_host_env(python), tree=tree)
-    return resolved
 
 
 def _manylinux_policy(directory: Path, glibc: str) -> str:

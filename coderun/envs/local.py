@@ -33,7 +33,7 @@ from coderun.envs.resolve import TOOLING, compile_requirements
 from coderun.errors import EnvironmentBuildError
 from coderun.manifest import Manifest
 from coderun.records import Baseline, ProjectEnvironment
-from coderun.sources import Checkout, checkout, pip_command
+from coderun.sources import Checkout, checkout, commit_date, pip_command
 from coderun.testrun import parse_junit, pytest_command, test_env
 from coderun.versions import PACKAGES_SCRIPT, project_environment
 
@@ -50,6 +50,7 @@ class LocalEnv:
     checkout: Checkout
     key: str
     tests_key: str = ""    # hash of the manifest's `tests` section the baseline was recorded with
+    as_of: dt.date | None = None  # the day the dependencies are resolved as of (None: today's releases)
 
     @property
     def baseline_path(self) -> Path:
@@ -94,7 +95,7 @@ def _env_for(manifest: Manifest, settings: Settings, co: Checkout) -> LocalEnv:
     tests_key = hashlib.sha256(manifest.tests.model_dump_json().encode()).hexdigest()[:16]
     if manifest.install.pre_install:  # every stage uses the tree the commands prepared, never the bare checkout
         co = replace(co, path=path / "project")
-    return LocalEnv(manifest.name, path, path / "venv" / "bin" / "python", co, key, tests_key)
+    return LocalEnv(manifest.name, path, path / "venv" / "bin" / "python", co, key, tests_key, as_of)
 
 
 def find_local_env(manifest: Manifest, settings: Settings) -> LocalEnv | None:
@@ -170,23 +171,18 @@ def resolve_date(manifest: Manifest, co: Checkout) -> dt.date | None:
         return None
     if manifest.install.resolve_as_of is not None:
         return manifest.install.resolve_as_of
-    if co.kind != "git":
-        return None
-    out = subprocess.run(["git", "show", "-s", "--format=%cs", co.commit], cwd=co.path, capture_output=True,
-                         text=True, stdin=subprocess.DEVNULL)
-    if out.returncode != 0:
-        raise EnvironmentBuildError(f"{manifest.name}: cannot read the date of commit {co.commit[:12]}: "
-                                    f"{out.stderr.strip()}", hint="set install.resolve_as_of in the manifest")
-    return dt.date.fromisoformat(out.stdout.strip())
+    return commit_date(co) if co.kind == "git" else None
 
 
-def _resolve(manifest: Manifest, env: LocalEnv, tree: Path, as_of: dt.date, venv_env: dict[str, str]) -> None:
-    """Pin the manifest's requirements as of `as_of` into `resolved.txt` (see coderun.envs.resolve)."""
-    req_in = env.path / "requirements.in"
+def pin_requirements(manifest: Manifest, tree: Path, folder: Path, *, python: Path, as_of: dt.date, log: Path,
+                     env: dict[str, str]) -> Path:
+    """`folder/resolved.txt`: the manifest's requirements (`folder/requirements.in`) pinned as of `as_of` for
+    `python`, for a venv and an image's wheelhouse alike (see coderun.envs.resolve)."""
+    req_in, resolved = folder / "requirements.in", folder / "resolved.txt"
     req_in.write_text(requirements_in(manifest, tree))
-    compile_requirements(req_in, env.resolved_path, python=env.python, as_of=as_of, pip=pip_command(),
-                         pip_args=list(manifest.install.pip_args), log=env.logs / "resolve.log", env=venv_env,
-                         tree=tree)
+    compile_requirements(req_in, resolved, python=python, as_of=as_of, pip=pip_command(),
+                         pip_args=list(manifest.install.pip_args), log=log, env=env, tree=tree)
+    return resolved
 
 
 def requirements_in(manifest: Manifest, tree: Path) -> str:
@@ -254,10 +250,11 @@ def build_local_env(manifest: Manifest, settings: Settings, *, force: bool = Fal
         # pip and the baseline run in a throwaway copy: in-tree builds and caches stay out of the kept tree.
         tree = Path(tmp) / "tree"
         shutil.copytree(env.checkout.path, tree, symlinks=True, ignore=shutil.ignore_patterns(".git"))
-        as_of = resolve_date(manifest, co)
+        as_of = env.as_of
         if as_of is not None:
             with steps.step(f"resolve dependencies as of {as_of}"):
-                _resolve(manifest, env, tree, as_of, venv_env)
+                pin_requirements(manifest, tree, env.path, python=env.python, as_of=as_of,
+                                 log=env.logs / "resolve.log", env=venv_env)
         with steps.step("install dependencies"):
             log = env.logs / "pip.log"
             reqs = ["-r", str(env.resolved_path)] if as_of else pip_requirements(manifest, tree)

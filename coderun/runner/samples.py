@@ -12,8 +12,9 @@ Two formats, detected per line:
 
 Bad lines do not stop loading: malformed JSON or records, unknown task ids and empty samples become
 `SampleProblem`s with their line numbers; so do known ids whose task cannot be evaluated (the resolver
-answers `Unavailable` with the reason, e.g. the task was declared but not verified). A sample's `index` is its position among the samples of its task
-in input order, counting the empty ones, so indices match the input (CoderEval's `generate_results` order).
+answers `Unavailable` with the reason, e.g. the task was declared but not verified). A sample's `index` is
+its position among the samples of its task in input order, counting the empty ones, so indices match the
+input (CoderEval's `generate_results` order).
 """
 
 from __future__ import annotations

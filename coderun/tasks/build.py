@@ -10,7 +10,9 @@ decision is kept in the store as soon as it is made, so an interrupted build res
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import itertools
+import json
 import os
 import shutil
 import threading
@@ -263,9 +265,6 @@ def _verify_all(manifest: Manifest, env: LocalEnv, runner: TestRunner, mapped: l
 def _shared_runs(manifest: Manifest, runner: TestRunner, union: set[str], kept: _Kept, say
                  ) -> tuple[set[str], set[str]]:
     """(flaky, always failed) from the runs of the original on every mapped test at once, or as kept."""
-    import hashlib
-    import json
-
     key = "shared:" + hashlib.sha256("\n".join(sorted(union)).encode()).hexdigest()[:16]
     if key in kept.records:
         d = json.loads(kept.records[key])
