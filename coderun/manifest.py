@@ -89,12 +89,20 @@ class Tests(_Strict):
     timeout: float = Field(1800.0, gt=0, description="seconds the whole run may take")
     env: dict[str, str] = Field(default_factory=dict)
     ignore: list[IgnoredTest] = Field(default_factory=list)
+    services: list[Literal["postgresql", "redis", "etcd"]] = Field(
+        default_factory=list, description="servers the tests need, started on loopback before every test run")
+    supplementary: list[str] = Field(
+        default_factory=list, description="test files written for this benchmark, kept in the folder named "
+        "after the project beside the manifest (projects/<name>/tests/...) and copied into the tree at the "
+        "same relative path before tests run; tasks they reach are marked")
 
 
 class TaskTarget(_Strict):
     function: str = Field(description='"path/to/file.py::Qual.name"')
     human_docstring: str | None = None
     aliases: list[str] = Field(default_factory=list, description="other ids, e.g. a CoderEval _id")
+    status_note: str | None = Field(None, description="why this task is not expected to verify (the function "
+                                    "is absent, no test reaches it, a package is missing…); shown by tasks list")
 
     @field_validator("function")
     @classmethod
