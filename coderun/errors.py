@@ -3,6 +3,7 @@
     CoderunError                  base; carries a user-facing message and an exit code
     ├── UsageError                bad command-line input (exit 2)
     ├── ManifestError             a project manifest does not validate (exit 2)
+    ├── ConfigError               coderun's config file is unreadable or holds a bad value (exit 2)
     ├── ProjectNotFound           no built-in or user manifest of that name (exit 2)
     ├── SourceError               cloning, downloading or unpacking a project failed (exit 3)
     ├── EnvironmentBuildError     building a venv or image failed (exit 4)
@@ -37,6 +38,10 @@ class UsageError(CoderunError):
 
 
 class ManifestError(CoderunError):
+    exit_code = 2
+
+
+class ConfigError(CoderunError):
     exit_code = 2
 
 
