@@ -33,6 +33,7 @@ from coderun.records import (
     Level,
     Package,
     ProjectEnvironment,
+    ProjectSource,
     RunEnvironment,
     Task,
     Verdict,
@@ -263,6 +264,8 @@ def _projects(names: list[str], config: dict, settings: Settings, backend: str,
         if commits - {co_commit}:
             raise TaskError(f"{name}: the run's tasks were built at {sorted(commits)[0][:12]} but the source is "
                             f"now at {co_commit[:12]}", hint=f"rebuild them: coderun tasks build {name}")
+        environment = environment.model_copy(
+            update={"source": ProjectSource(kind=co.kind, commit=co.commit, origin=co.origin)})
         out[name] = _Project(manifest, spec, tree, _top_level_packages(tree / manifest.import_root), environment)
     return out
 
