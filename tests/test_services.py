@@ -195,3 +195,58 @@ def test_project_whose_tests_need_services_builds_and_verifies(tmp_path, monkeyp
         "redis_roundtrip": TaskStatus.VERIFIED, "pg_scalar": TaskStatus.VERIFIED,
         "etcd_roundtrip": TaskStatus.VERIFIED}
     assert tasks["pg_scalar"].tests == ["tests/test_kv.py::test_postgres"]
+
+
+REDIS_CLIENT = '''import os
+import socket
+
+
+def redis_roundtrip(key, value):
+    """Store value under key in the Redis named by REDIS_URL (redis://HOST:PORT/DB) and return GET's answer."""
+    host, port = os.environ["URL"].split("//")[1].split("/")[0].split(":")
+    with socket.create_connection((host, int(port))) as s:
+        s.sendall(f"SET {key} {value}\\r\\nGET {key}\\r\\n".encode())
+        reply = b""
+        while reply.count(b"\\r\\n") < 3:
+            reply += s.recv(4096)
+    return reply.split(b"\\r\\n")[2].decode()
+'''
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_docker_image_installs_and_starts_the_service(tmp_path, monkeypatch, docker_engine):
+    """The image gets redis-server from Debian; the baseline (in the image build) and the sandbox's
+    container start it on their own loopback, and tests.env's ${REDIS_...} references are expanded."""
+    import uuid
+
+    from typer.testing import CliRunner
+
+    from coderun.cli.main import app
+
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    write_tree(tmp_path / "kvd", {"kvd/__init__.py": "", "kvd/clients.py": REDIS_CLIENT,
+                                  "tests/test_kvd.py": "from kvd.clients import redis_roundtrip\n\n\n"
+                                  "def test_redis():\n    assert redis_roundtrip('k', 'v1') == 'v1'\n"
+                                  "    assert redis_roundtrip('k', 'v2') == 'v2'\n"})
+    name = f"kvd-{uuid.uuid4().hex[:8]}"
+    python = "3.11"
+    (tmp_path / f"{name}.yaml").write_text(
+        f"name: {name}\nsource: {{path: kvd}}\npython: '{python}'\ntests:\n  paths: [tests]\n  services: [redis]\n"
+        "  env: {URL: 'redis://${REDIS_HOST}:${REDIS_PORT}/0'}\n"
+        "tasks:\n  discover: {enabled: false}\n  targets: [{function: kvd/clients.py::redis_roundtrip}]\n")
+    runner = CliRunner()
+    try:
+        res = runner.invoke(app, ["tasks", "build", str(tmp_path / f"{name}.yaml"), "--backend", "docker"])
+        assert res.exit_code == 0, res.output
+        tasks = load_tasks(load_settings(), status="all")
+        assert [(t.name, t.status) for t in tasks] == [("redis_roundtrip", TaskStatus.VERIFIED)]
+        res = runner.invoke(app, ["eval", "--backend", "docker", "--ground-truth", "--run-dir", str(tmp_path / "gt"),
+                                  "--projects", str(tmp_path), "--project", name])
+        assert res.exit_code == 0, res.output
+        report = json.loads((tmp_path / "gt" / "report.json").read_text())
+        assert report["overall"]["pass@k"]["1"] == 1.0
+    finally:
+        for image in docker_engine.images.list(name=f"coderun/{name}"):
+            for tag in image.tags:
+                docker_engine.images.remove(tag, force=True)

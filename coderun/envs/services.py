@@ -5,7 +5,9 @@ port and a throwaway data directory, started before a test run and stopped (and 
         env = running.env                 # PGHOST, PGPORT, …, REDIS_URL: what the tests are given
 
 The local backend starts the host's programs (Debian's packages: postgresql, redis-server, etcd-server); the
-docker backend installs the same packages in the image and starts them inside the container (`in_container`).
+docker backend installs the same packages in the image and runs this very file inside the container (`SOURCE`,
+standard library only, any Python 3.7+): `python services.py start NAMES…` starts them and prints their
+variables as JSON; `python services.py run NAMES… -- COMMAND…` runs a command with them and stops them after.
 A sandbox that serves many samples keeps one instance per sandbox, so no two projects, and no two workers,
 share a server or its data.
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import json
 import os
 import pwd
 import re
@@ -26,13 +29,19 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from coderun.errors import ServiceError
+try:
+    from coderun.errors import ServiceError
+except ImportError:  # run as a script inside a container (see the module docstring)
+    class ServiceError(Exception):  # type: ignore[no-redef]
+        def __init__(self, message: str, *, hint: str | None = None):
+            super().__init__(message + (f"\n  hint: {hint}" if hint else ""))
 
 HOST = "127.0.0.1"
 READY_TIMEOUT = 60.0     # seconds a server may take to accept a real connection
@@ -256,7 +265,7 @@ def _data_root(user: pwd.struct_passwd | None) -> str | None:
 def _start_one(k: ServiceKind, programs: dict[str, str], running: Running, user: pwd.struct_passwd | None) -> None:
     data = running.data / k.name
     data.mkdir()
-    as_user = {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []} if user else {}
+    as_user = {"preexec_fn": _drop_to(user)} if user else {}  # Popen's user= is 3.9+, this file runs on 3.7
     if user is not None:
         os.chown(data, user.pw_uid, user.pw_gid)
     log = data / "server.log"
@@ -282,6 +291,14 @@ def _start_one(k: ServiceKind, programs: dict[str, str], running: Running, user:
             raise ServiceError(f"{k.name}: no answer on {HOST}:{ports[0]} after {READY_TIMEOUT:.0f}s:\n{_tail(log)}")
         time.sleep(0.05)
     running.env.update(k.env(ports[0]))
+
+
+def _drop_to(user: pwd.struct_passwd) -> Callable[[], None]:
+    def drop() -> None:  # in the child, before exec
+        os.setgroups([])
+        os.setgid(user.pw_gid)
+        os.setuid(user.pw_uid)
+    return drop
 
 
 def free_ports(n: int) -> list[int]:
@@ -319,3 +336,33 @@ def expand(env: Mapping[str, str], service_env: Mapping[str, str]) -> dict[str, 
     for key, value in env.items():
         out[key] = _REF.sub(lambda m: service_env.get(m.group(1), m.group(0)), value)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Inside a container
+
+
+SOURCE = Path(__file__).read_text(encoding="utf-8")
+
+
+def main(argv: list[str]) -> int:
+    """`start NAMES…`: start, print {"env": …} as JSON and leave them running (the container's end stops
+    them); `run NAMES… -- COMMAND…`: run COMMAND with them (its environment expanded), then stop them."""
+    if argv[:1] == ["start"]:
+        running = launch(argv[1:])
+        print(json.dumps({"env": running.env, "data": str(running.data)}))
+        return 0
+    if argv[:1] == ["run"] and "--" in argv:
+        cut = argv.index("--")
+        with start_services(argv[1:cut]) as running:
+            return subprocess.run(argv[cut + 1:], env=expand(os.environ, running.env)).returncode
+    print("usage: services.py start NAMES... | run NAMES... -- COMMAND...", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except ServiceError as e:
+        print(f"coderun services: {e}", file=sys.stderr)
+        sys.exit(3)
