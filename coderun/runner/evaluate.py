@@ -323,18 +323,19 @@ def project_sandbox_spec(manifest: Manifest, settings: Settings, backend: str) -
 def project_sandbox(manifest: Manifest, settings: Settings, backend: str) -> tuple[SandboxSpec, ProjectEnvironment]:
     """The sandbox for a project's tests and what is installed in it, built when missing."""
     import_root = "" if manifest.import_root in ("", ".") else manifest.import_root
+    services = tuple(manifest.tests.services)
     if backend == "local":
         from coderun.envs.local import build_local_env, find_local_env, local_packages
 
         env = find_local_env(manifest, settings) or build_local_env(manifest, settings)
         return SandboxSpec(project=manifest.name, project_dir=str(env.checkout.path), python=str(env.python),
-                           import_root=import_root), local_packages(env)
+                           import_root=import_root, services=services), local_packages(env)
     if backend == "docker":
         from coderun.envs.docker import build_project_image, find_project_image
 
         image = find_project_image(manifest, settings) or build_project_image(manifest, settings)
         return SandboxSpec(project=manifest.name, project_dir=image.workdir, python=image.python_path,
-                           import_root=import_root, image=image.tag), image.environment
+                           import_root=import_root, image=image.tag, services=services), image.environment
     raise UsageError(f"unknown backend {backend!r}; use local or docker")
 
 
