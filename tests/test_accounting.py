@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import git
 import pytest
@@ -189,3 +192,88 @@ def test_build_all_keeps_going_and_records_why_a_project_failed(built, tmp_path)
     assert "none" in lines["broken"] and "0/1" in lines["broken"]
     (broken_target,) = load_targets(settings, "broken")
     assert broken_target.reason is Unverified.ENV_FAILED and "pip install" in broken_target.detail
+
+
+@pytest.mark.slow
+def test_report_marks_tasks_tested_by_supplementary_tests(built, tmp_path):
+    from coderun.records import VerdictKind
+    from coderun.report.aggregate import build_report
+    from coderun.report.render import to_markdown
+    from coderun.runner.store import Result, RunInfo, RunStore, RunTask, Sample
+
+    settings, _, _ = built
+    store = RunStore.create(tmp_path / "run", RunInfo(run_id="run", label="A"))
+    tasks = load_tasks(settings, project="calc")
+    store.add_tasks([RunTask.from_task(t) for t in tasks])
+    for t in tasks:
+        store.add_samples([Sample(task_id=t.task_id, index=0, code=t.source)])
+        store.record_result(Result(task_id=t.task_id, index=0, verdict=VerdictKind.PASS, reason="r"))
+    report = build_report(store, [1])
+    store.close()
+    assert {r.task_id: r.supplementary for r in report.tasks} == {
+        "calc/calc/ops.py::add": False, "calc/calc/ops.py::scaled": True}
+    assert "1 tasks are tested (also) by supplementary tests" in to_markdown([report], [])
+
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _codereval_data(folder: Path, rows: list[dict]) -> Path:
+    """CoderEval's file layout with our own rows (ids, projects, paths, names, docstrings)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / "results-CodeGen-raw.jsonl").open("w") as fh:
+        for r in rows:
+            fh.write(json.dumps({**r, "docstring": "Return it.", "level": "self_contained"}) + "\n")
+    for name in ("CEPythonRaw.jsonl", "CEPythonHumanLabel.jsonl"):
+        with (folder / name).open("w") as fh:
+            for r in rows:
+                fh.write(json.dumps({"question_id": r["_id"], "signature": f"def {r['name']}(a, b):",
+                                     "docstring": f"Human words about {r['name']}."}) + "\n")
+    return folder
+
+
+def _script(name: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(BENCHMARKS / name), *args], capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_codereval_targets_declares_functions_absent_from_the_tree(tmp_path, monkeypatch):
+    """Every CoderEval task of a mapped project is declared: one not in the tree carries a status_note."""
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    write_tree(tmp_path / "upstream", PROJECT)
+    path = tmp_path / "calc.yaml"  # written elsewhere (-o): its source path must hold there too
+    path.write_text(f"name: calc\nsource: {{path: {tmp_path / 'upstream'}}}\npython: '3.11'\n"
+                    "tasks:\n  # discovery stays off\n  discover: {enabled: false}\n")
+    data = _codereval_data(tmp_path / "data", [
+        {"_id": "X1", "project": "o/calc", "file_path": "calc/ops.py", "name": "add"},
+        {"_id": "X2", "project": "o/calc", "file_path": "calc/ops.py", "name": "gone"},
+        {"_id": "X3", "project": "o/calc", "file_path": "calc/nowhere.py", "name": "lost"},
+        {"_id": "X4", "project": "o/other", "file_path": "x.py", "name": "f"}])
+    res = _script("codereval_targets.py", "--data", str(data), "--map", f"o/calc={path}", "-o", str(tmp_path / "out"))
+    assert res.returncode == 0, res.stderr
+    written = load_manifest(tmp_path / "out" / "calc.yaml")
+    targets = {t.function: t for t in written.tasks.targets}
+    assert set(targets) == {"calc/ops.py::add", "calc/ops.py::gone", "calc/nowhere.py::lost"}
+    assert targets["calc/ops.py::add"].status_note is None
+    assert targets["calc/ops.py::add"].human_docstring == "Human words about add."
+    assert targets["calc/ops.py::gone"].status_note.startswith("function absent at ")
+    assert "not in the file" in targets["calc/ops.py::gone"].status_note
+    assert "file not in the tree" in targets["calc/nowhere.py::lost"].status_note
+    assert written.tasks.discover.enabled is False  # the rest of the tasks section is kept as written
+    assert "# discovery stays off" in (tmp_path / "out" / "calc.yaml").read_text()
+
+
+@pytest.mark.slow
+def test_codereval_coverage_counts_verified_tasks_and_reasons(built, tmp_path):
+    data = _codereval_data(tmp_path / "data", [
+        {"_id": i, "project": "o/calc", "file_path": "calc/ops.py", "name": n}
+        for i, n in (("CE-add", "add"), ("CE-scaled", "scaled"), ("CE-lonely", "lonely"), ("CE-gone", "gone"))
+    ] + [{"_id": "CE-elsewhere", "project": "o/elsewhere", "file_path": "x.py", "name": "f"}])
+    res = _script("codereval_coverage.py", "--data", str(data), "--markdown")
+    assert res.returncode == 0, res.stderr
+    calc = next(line for line in res.stdout.splitlines() if line.startswith("| calc |"))
+    cells = [c.strip() for c in calc.strip("|").split("|")]
+    assert cells[1] == "o/calc" and cells[4] == "yes" and cells[5] == "2/0" and cells[6] == "2/4"
+    assert cells[7] == "1 no_tests_reach, 1 absent" and cells[8] == "2"  # both verified tasks are self_contained
+    assert "CoderEval's 5 Python tasks: 4 declared by 1 manifests, 2 runnable" in res.stdout
+    assert "o/elsewhere 1" in res.stdout
