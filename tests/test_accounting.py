@@ -277,3 +277,18 @@ def test_codereval_coverage_counts_verified_tasks_and_reasons(built, tmp_path):
     assert cells[7] == "1 no_tests_reach, 1 absent" and cells[8] == "2"  # both verified tasks are self_contained
     assert "CoderEval's 5 Python tasks: 4 declared by 1 manifests, 2 runnable" in res.stdout
     assert "o/elsewhere 1" in res.stdout
+
+
+@pytest.mark.slow
+def test_eval_runs_the_supplementary_tests_too(built, tmp_path):
+    """The evaluation sees the tree with the supplementary file: the task it tests passes as written and
+    fails blanked, and the run's report marks it."""
+    _, _, manifest_file = built
+    for mode, expected in (("--ground-truth", 1.0), ("--blank", 0.0)):
+        res = CliRunner().invoke(app, ["eval", "--backend", "local", "-j", "1", mode, "--project",
+                                       str(manifest_file), "--run-dir", str(tmp_path / mode)])
+        assert res.exit_code == 0, res.output
+        report = json.loads((tmp_path / mode / "report.json").read_text())
+        rows = {t["task_id"]: t for t in report["tasks"]}
+        assert rows["calc/calc/ops.py::scaled"]["supplementary"] is True
+        assert rows["calc/calc/ops.py::scaled"]["pass@k"]["1"] == expected
