@@ -132,6 +132,10 @@ def _notes(r: RunReport) -> list[str]:
                      "to count such a task as solved when any of its samples passed).")
     if r.overall.infra:
         notes.append(f"{r.overall.infra} samples hit infrastructure errors; they are left out of pass@k.")
+    supplementary = [t.task_id for t in r.tasks if t.supplementary]
+    if supplementary:
+        notes.append(f"{len(supplementary)} tasks are tested (also) by supplementary tests written for this "
+                     f"benchmark, not by their project's own: {', '.join(supplementary)}.")
     return [*notes, ""] if notes else []
 
 
