@@ -5,7 +5,6 @@ caller, RESTClientObject, which bypasses the proxy for hosts listed in `no_proxy
 import unittest
 
 import urllib3
-
 from gopad.configuration import Configuration
 from gopad.rest import RESTClientObject, in_ipv4net, is_ipv4, should_bypass_proxies
 
