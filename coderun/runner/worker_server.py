@@ -563,8 +563,10 @@ class Worker:
         elif status is None:
             _, status = os.waitpid(pid, 0)
         self.sweep(pid, req)
-        if code is None:
-            code = os.waitstatus_to_exitcode(status) if status is not None else -9
+        if code is None and status is not None:  # os.waitstatus_to_exitcode is 3.9+; projects run 3.7+
+            code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
+        elif code is None:
+            code = -9
         return code, timed_out
 
     def sweep(self, pid: int, req: dict) -> None:
