@@ -292,3 +292,17 @@ def test_eval_runs_the_supplementary_tests_too(built, tmp_path):
         rows = {t["task_id"]: t for t in report["tasks"]}
         assert rows["calc/calc/ops.py::scaled"]["supplementary"] is True
         assert rows["calc/calc/ops.py::scaled"]["pass@k"]["1"] == expected
+
+
+@pytest.mark.slow
+def test_eval_of_unverifiable_declared_ids_gives_the_manifests_note(built, tmp_path):
+    _, _, manifest_file = built
+    samples = tmp_path / "s.jsonl"
+    samples.write_text("".join(json.dumps({"task_id": i, "solution": "def f(): pass"}) + "\n"
+                               for i in ("CE-lonely", "CE-gone")))
+    res = CliRunner().invoke(app, ["eval", "--backend", "local", "-j", "1", "--samples", str(samples),
+                                   "--project", str(manifest_file), "--run-dir", str(tmp_path / "run")],
+                             env={"COLUMNS": "300"})
+    problems = res.output
+    assert "uncovered: no test executes the body; the manifest says: no test reaches it" in problems, res.output
+    assert "(the manifest says: function absent at the matched commit)" in problems
