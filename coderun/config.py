@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from coderun.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -23,6 +31,9 @@ IMAGES_DIR = _data_dir("images")
 class Settings:
     home: Path
     project_dirs: tuple[Path, ...] = field(default_factory=tuple)
+    # Folders of local git mirrors (bare repositories or OWNER+NAME.git.tar.gz archives), looked in before
+    # the network: CODERUN_GIT_MIRRORS, else `git_mirrors` in the config file.
+    git_mirrors: tuple[Path, ...] = field(default_factory=tuple)
 
     @property
     def git_cache(self) -> Path:
@@ -61,4 +72,37 @@ def load_settings(extra_project_dirs: list[Path] | None = None) -> Settings:
     home = Path(os.environ.get("CODERUN_HOME") or Path.home() / ".cache" / "coderun").expanduser()
     dirs = [Path(p).expanduser() for p in os.environ.get("CODERUN_PROJECTS", "").split(os.pathsep) if p]
     dirs += list(extra_project_dirs or [])
-    return Settings(home=home, project_dirs=tuple(dirs))
+    return Settings(home=home, project_dirs=tuple(dirs), git_mirrors=_git_mirrors())
+
+
+def config_path() -> Path:
+    """CODERUN_CONFIG, else $XDG_CONFIG_HOME/coderun/config.toml (~/.config/coderun/config.toml)."""
+    if os.environ.get("CODERUN_CONFIG"):
+        return Path(os.environ["CODERUN_CONFIG"]).expanduser()
+    base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config").expanduser()
+    return base / "coderun" / "config.toml"
+
+
+def _git_mirrors() -> tuple[Path, ...]:
+    env = os.environ.get("CODERUN_GIT_MIRRORS")
+    if env is not None:
+        return tuple(Path(p).expanduser().resolve() for p in env.split(os.pathsep) if p)
+    path = config_path()
+    value = _read_config(path).get("sources", {}).get("git_mirrors", [])
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{path}: [sources] git_mirrors must be a list of folder paths, got {value!r}",
+                          hint='git_mirrors = ["~/mirrors"]')
+    # Relative entries are relative to the config file, as in pip's and git's own files.
+    return tuple((path.parent / Path(v).expanduser()).resolve() for v in value)
+
+
+def _read_config(path: Path) -> dict:
+    if not path.is_file():
+        return {}
+    try:
+        return tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise ConfigError(f"{path}: cannot read coderun's config file: {e}",
+                          hint="fix the TOML, or point CODERUN_CONFIG at another file") from None

@@ -3,13 +3,15 @@
     CoderunError                  base; carries a user-facing message and an exit code
     ├── UsageError                bad command-line input (exit 2)
     ├── ManifestError             a project manifest does not validate (exit 2)
+    ├── ConfigError               coderun's config file is unreadable or holds a bad value (exit 2)
     ├── ProjectNotFound           no built-in or user manifest of that name (exit 2)
     ├── SourceError               cloning, downloading or unpacking a project failed (exit 3)
     ├── EnvironmentBuildError     building a venv or image failed (exit 4)
     ├── AnalysisError             the analyzer could not run at all (exit 5)
     ├── TaskError                 task building or lookup failed (exit 5)
     ├── SandboxError              the sandbox itself broke: never a sample's fault (exit 6)
-    │   └── SandboxUnavailable    the requested backend cannot be used here (no engine, no image)
+    │   ├── SandboxUnavailable    the requested backend cannot be used here (no engine, no image)
+    │   └── ServiceError          a server the tests need (tests.services) is missing or did not start
     ├── StoreError                the run store is unreadable or unwritable (exit 7)
     └── GenerationError           the model server could not be used (exit 8)
 
@@ -37,6 +39,10 @@ class UsageError(CoderunError):
 
 
 class ManifestError(CoderunError):
+    exit_code = 2
+
+
+class ConfigError(CoderunError):
     exit_code = 2
 
 
@@ -82,6 +88,10 @@ class SandboxError(CoderunError):
 
 
 class SandboxUnavailable(SandboxError):
+    pass
+
+
+class ServiceError(SandboxError):
     pass
 
 

@@ -220,6 +220,15 @@ class CoderunEnvironment(Record):
     missing: list[str] = Field(default_factory=list)   # required (marker true) but not installed
 
 
+class ProjectSource(Record):
+    """Where a project's code came from: the manifest's source, the commit, and what was actually read (a
+    clone URL, a local mirror, an sdist file, a folder)."""
+
+    kind: Literal["git", "pypi", "path"]
+    commit: str
+    origin: str = ""
+
+
 class ProjectEnvironment(Record):
     """A project's test environment: its interpreter and everything installed in it, recorded when the
     environment was built (or, for one built before coderun recorded it, when a run first used it)."""
@@ -230,6 +239,7 @@ class ProjectEnvironment(Record):
     python: str                        # "3.11.7"
     packages: list[Package] = Field(default_factory=list)   # everything installed, pip and pytest included
     recorded_at: str = ""
+    source: ProjectSource | None = None  # set by the run that uses the environment
 
     def version_of(self, name: str) -> str | None:
         key = _canonical(name)

@@ -47,6 +47,7 @@ class Checkout:
     path: Path
     commit: str
     kind: str  # git | pypi | path
+    origin: str = ""  # where the code came from: the clone URL, a local mirror, the sdist file, the folder
     upstream: str = ""  # the source's own commit, when `commit` adds the supplementary test files to it
 
     @property
@@ -88,14 +89,103 @@ def _normalize_url(url: str, manifest: Manifest) -> str:
 
 def _checkout_git(name: str, url: str, rev: str, manifest: Manifest, settings: Settings) -> Checkout:
     url = _normalize_url(url, manifest)
+    local = _from_mirrors(name, url, rev, settings)
+    if local is not None:
+        repo_dir, commit, origin = local
+        return _worktree(name, repo_dir, commit, "git", settings, upstream=url, origin=origin)
     mirror = settings.git_cache / f"{_key(url)}.git"
     try:
         repo = _mirror(url, mirror)
         commit = _resolve_rev(repo, rev)
     except git.GitCommandError as e:
         raise SourceError(f"{name}: git failed for {url} at {rev!r}: {e.stderr.strip() or e}",
-                          hint="check the url and rev in the manifest's source.git") from None
-    return _worktree(name, mirror, commit, "git", settings, upstream=url)
+                          hint="check the url and rev in the manifest's source.git, or point "
+                               "CODERUN_GIT_MIRRORS at a folder holding a mirror of it") from None
+    return _worktree(name, mirror, commit, "git", settings, upstream=url, origin=url)
+
+
+# ------------------------------------------------------------------------------ local mirrors
+
+
+def _owner_name(url: str) -> tuple[str, str, str] | None:
+    """(host, owner, name) of a clone URL (https, ssh, scp-like), the name without `.git`."""
+    if "://" in url:
+        parsed = urlparse(url)
+        host, path = parsed.hostname or "", parsed.path
+    elif m := re.match(r"^[\w.-]+@([\w.-]+):(.*)$", url):
+        host, path = m.group(1), m.group(2)
+    else:
+        return None
+    parts = [p for p in path.strip("/").split("/") if p]
+    if len(parts) < 2:
+        return None
+    return host, parts[-2], parts[-1].removesuffix(".git")
+
+
+def mirror_candidates(url: str, folder: Path) -> list[Path]:
+    """What in `folder` stands for `url`: OWNER+NAME.git, OWNER+NAME.git.tar.gz, OWNER/NAME.git or
+    HOST/OWNER/NAME.git (names compared without case, as the big forges do)."""
+    found = _owner_name(url)
+    if found is None or not folder.is_dir():
+        return []
+    host, owner, name = found
+    wanted = [f"{owner}+{name}.git", f"{owner}+{name}", f"{owner}+{name}.git.tar.gz", f"{owner}+{name}.tar.gz",
+              f"{owner}/{name}.git", f"{owner}/{name}", f"{host}/{owner}/{name}.git", f"{host}/{owner}/{name}"]
+    out = []
+    for rel in wanted:
+        path = folder
+        for part in rel.split("/"):
+            path = _child_nocase(path, part)
+            if path is None:
+                break
+        if path is not None and path not in out:
+            out.append(path)
+    return out
+
+
+def _child_nocase(folder: Path, name: str) -> Path | None:
+    if (folder / name).exists():
+        return folder / name
+    if not folder.is_dir():
+        return None
+    return next((p for p in folder.iterdir() if p.name.lower() == name.lower()), None)
+
+
+def _from_mirrors(name: str, url: str, rev: str, settings: Settings) -> tuple[Path, str, str] | None:
+    """(bare repository, commit, origin) from the first local mirror of `url` holding `rev`, or None.
+
+    A mirror that is found but lacks the revision is passed over (the network is tried next) and named in
+    the error if the network fails too."""
+    for folder in settings.git_mirrors:
+        for candidate in mirror_candidates(url, folder):
+            repo_dir = _unpacked(candidate, settings) if candidate.is_file() else candidate
+            try:
+                commit = git.Repo(repo_dir).git.rev_parse("--verify", "--quiet", f"{rev}^{{commit}}")
+            except (git.GitCommandError, git.InvalidGitRepositoryError, git.NoSuchPathError):
+                print(f"warning: {name}: mirror {candidate} does not hold {rev}; trying {url}", file=sys.stderr)
+                continue
+            if len(rev) == 40 and commit != rev.lower():
+                raise SourceError(f"{name}: mirror {candidate} gives commit {commit} for {rev}")
+            return repo_dir, commit, f"mirror {candidate}"
+    return None
+
+
+def _unpacked(archive: Path, settings: Settings) -> Path:
+    """The bare repository inside a mirror archive, unpacked once under $CODERUN_HOME/git/mirrors (a
+    changed archive, by size or time, is unpacked again)."""
+    st = archive.stat()
+    dest = settings.git_cache / "mirrors" / f"{archive.name}-{_key(f'{archive.resolve()}|{st.st_size}|{st.st_mtime_ns}')}"
+    if not dest.is_dir():
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=".unpack-"))
+        try:
+            top = _unpack(archive, tmp / "x")
+            top.rename(dest)
+        except (tarfile.TarError, zipfile.BadZipFile, OSError) as e:
+            raise SourceError(f"cannot unpack mirror archive {archive}: {e}") from None
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return dest
 
 
 def _mirror(url: str, mirror: Path) -> git.Repo:
@@ -126,7 +216,7 @@ def _resolve_rev(repo: git.Repo, rev: str) -> str:
 
 
 def _worktree(name: str, repo_dir: Path, commit: str, kind: str, settings: Settings,
-              upstream: str | None = None) -> Checkout:
+              upstream: str | None = None, origin: str = "") -> Checkout:
     """A clone of `repo_dir` at `commit`, with its submodules at their recorded commits (git keeps
     symlinks as links). `upstream` is the URL relative submodule URLs are resolved against."""
     dest = settings.sources / f"{name}-{commit[:12]}"
@@ -134,7 +224,7 @@ def _worktree(name: str, repo_dir: Path, commit: str, kind: str, settings: Setti
         repo = git.Repo(dest)
         if repo.head.commit.hexsha == commit and not repo.is_dirty(untracked_files=True) \
                 and _submodules_ready(repo):
-            return Checkout(name, dest, commit, kind)
+            return Checkout(name, dest, commit, kind, origin)
         shutil.rmtree(dest)  # modified in place by someone: restore a clean tree
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=".wt-"))
@@ -148,7 +238,7 @@ def _worktree(name: str, repo_dir: Path, commit: str, kind: str, settings: Setti
         raise SourceError(f"{name}: cannot check out {commit}: {e.stderr.strip() or e}") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return Checkout(name, dest, commit, kind)
+    return Checkout(name, dest, commit, kind, origin)
 
 
 def _submodules_ready(repo: git.Repo) -> bool:
@@ -179,7 +269,7 @@ def _with_supplementary(co: Checkout, files: dict[str, Path], manifest: Manifest
         repo = git.Repo(dest)
         head = repo.head.commit
         if [c.hexsha for c in head.parents] == [co.commit] and not repo.is_dirty(untracked_files=True):
-            return Checkout(co.project, dest, head.hexsha, co.kind, upstream=co.commit)
+            return Checkout(co.project, dest, head.hexsha, co.kind, origin=co.origin, upstream=co.commit)
         shutil.rmtree(dest)
     clash = [rel for rel in files if os.path.lexists(co.path / rel)]
     if clash:
@@ -203,7 +293,7 @@ def _with_supplementary(co: Checkout, files: dict[str, Path], manifest: Manifest
         raise SourceError(f"{co.project}: cannot add the supplementary test files: {e.stderr.strip() or e}") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return Checkout(co.project, dest, commit, co.kind, upstream=co.commit)
+    return Checkout(co.project, dest, commit, co.kind, origin=co.origin, upstream=co.commit)
 
 
 # ---------------------------------------------------------------------------------- snapshots
@@ -233,7 +323,7 @@ def _checkout_path(name: str, path: Path, settings: Settings) -> Checkout:
             shutil.move(str(tmp / "t"), repo_store)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return _worktree(name, repo_store, commit, "path", settings)
+    return _worktree(name, repo_store, commit, "path", settings, origin=str(path))
 
 
 # --------------------------------------------------------------------------------------- pypi
@@ -322,7 +412,7 @@ def _checkout_pypi(name: str, requirement: str, settings: Settings) -> Checkout:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     commit = git.Repo(repo_store).head.commit.hexsha
-    return _worktree(name, repo_store, commit, "pypi", settings)
+    return _worktree(name, repo_store, commit, "pypi", settings, origin=f"sdist {archive.name}")
 
 
 def commit_date(co: Checkout) -> dt.date:
