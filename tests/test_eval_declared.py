@@ -166,6 +166,9 @@ def test_tasks_build_all_builds_builtin_and_user_projects_and_goes_on_past_failu
     monkeypatch.setenv("PIP_INDEX_URL", (tmp_path / "index").as_uri())
     for var in ("PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_NO_INDEX"):
         monkeypatch.delenv(var, raising=False)
+    # git sources: no mirror, and git itself refuses the network, so they fail at once wherever this runs
+    monkeypatch.setenv("CODERUN_GIT_MIRRORS", "")
+    monkeypatch.setenv("GIT_ALLOW_PROTOCOL", "file")
     res = CliRunner().invoke(app, ["tasks", "build", "--all", "--projects", str(projects)])
     assert res.exit_code == 4, res.output
     out = _flat(res.output)
@@ -175,6 +178,8 @@ def test_tasks_build_all_builds_builtin_and_user_projects_and_goes_on_past_failu
         assert f"error: {m.name}: " in out
         if m.source.pypi:
             assert f"error: {m.name}: no sdist of" in out and "from pip's package index" in out
+        else:
+            assert f"error: {m.name}: git failed for {m.source.git.url}" in out
     assert "calc: 2 candidates (2 from the manifest, 0 discovered)" in out
     assert "manifest targets not found: calc/stats.py::gone" in out
     assert f"error: {len(builtin) + 1} of {len(builtin) + 2} task builds failed: {', '.join([*builtin, 'broken'])}" in out
