@@ -4,7 +4,9 @@ For each CoderEval task of a mapped project (results-CodeGen-raw.jsonl gives fil
 function in the project's sdist tree (a name may be defined several times in a file: the definition
 whose docstring matches CoderEval's is taken), and write `function`, `aliases: [<_id>]` and the
 human-labeled docstring (CEPythonHumanLabel.jsonl, question_id = _id) into the manifest's `tasks:`
-section. Functions not in the tree are left out and printed.
+section. A function that is not in the tree (or cannot be singled out) is written too, at CoderEval's path,
+with a `status_note` saying so, so that every CoderEval task of a mapped project is declared and
+`coderun tasks list --targets` accounts for it; a note written by hand for a target that is found is kept.
 
     python benchmarks/codereval_targets.py [--dry-run] [--data DIR] [--map OWNER/NAME=MANIFEST[:PREFIX] ...]
                                            [-o DIR]
@@ -23,6 +25,7 @@ import ast
 import difflib
 import inspect
 import json
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -30,7 +33,7 @@ import yaml
 
 from coderun.config import load_settings
 from coderun.manifest import Manifest, find_manifest, load_manifest
-from coderun.sources import checkout
+from coderun.sources import Checkout, checkout, describe_source
 
 from _data import add_data_option, codereval_data
 
@@ -110,39 +113,57 @@ def main(dry_run: bool, data: Path, projects: dict[str, tuple[str, str]], out_di
     signature = {r["question_id"]: r["signature"] for r in map(json.loads, (data_dir / "CEPythonRaw.jsonl").open())}
     settings = load_settings()
     targets: dict[str, dict[str, dict]] = defaultdict(dict)  # manifest -> function -> target
-    left_out: list[str] = []
-    trees: dict[str, Path] = {}
+    absent: list[str] = []
+    trees: dict[str, Checkout] = {}
     manifests: dict[str, Manifest] = {}
     for r in rows:
         if r["project"] not in projects:
             continue
         ref, prefix = projects[r["project"]]
         manifest = manifests.setdefault(ref, find_manifest(ref, settings))
-        name = manifest.name
-        if name not in trees:
-            trees[name] = checkout(manifest, settings).path
+        co = trees.setdefault(manifest.name, checkout(manifest, settings))
         rel = prefix + r["file_path"]
-        path = trees[name] / rel
-        if not path.is_file():
-            left_out.append(f"{r['_id']} {r['project']} {rel}::{r['name']}: file not in {name}'s sdist")
-            continue
-        qual, why = pick(definitions(path.read_text(encoding="utf-8"), r["name"]), r["docstring"],
-                         signature.get(r["_id"], ""))
-        if qual is None:
-            left_out.append(f"{r['_id']} {r['project']} {rel}::{r['name']}: {why}")
-            continue
-        key = f"{rel}::{qual}"
-        t = targets[ref].setdefault(key, {"function": key, "aliases": [], "human_docstring": None})
+        path = co.path / rel
+        qual, why = (pick(definitions(path.read_text(encoding="utf-8"), r["name"]), r["docstring"],
+                          signature.get(r["_id"], "")) if path.is_file() else (None, "file not in the tree"))
+        key = f"{rel}::{qual or r['name']}"
+        t = targets[ref].setdefault(key, {"function": key, "aliases": [], "human_docstring": None,
+                                          "status_note": None})
         t["aliases"].append(r["_id"])
         t["human_docstring"] = t["human_docstring"] or human.get(r["_id"])
+        if qual is None:
+            t["status_note"] = absent_note(why, co, manifest)
+            absent.append(f"{r['_id']} {r['project']} {key}: {t['status_note']}")
+        else:
+            t["status_note"] = t["status_note"] or _kept_note(manifest, key)
     for ref, found in sorted(targets.items()):
         m = manifests[ref]
-        print(f"{m.name}: {len(found)} functions, {sum(len(t['aliases']) for t in found.values())} CoderEval tasks")
+        ids = sum(len(t["aliases"]) for t in found.values())
+        noted = sum(len(t["aliases"]) for t in found.values() if t["status_note"])
+        print(f"{m.name}: {len(found)} functions, {ids} CoderEval tasks ({noted} with a status note)")
         if not dry_run and m.origin is not None:
             write_targets(m.origin, list(found.values()), out_dir / m.origin.name if out_dir else m.origin)
-    print(f"left out ({len(left_out)}):")
-    for line in left_out:
+    print(f"declared as not in the tree ({len(absent)}):")
+    for line in absent:
         print("  " + line)
+
+
+def absent_note(why: str, co: Checkout, manifest: Manifest) -> str:
+    """The status note of a CoderEval function that the tree does not have (as one) at the checked-out commit."""
+    where = f"{co.upstream_commit[:12]} ({describe_source(manifest)})"
+    if why in ("not in the file", "file not in the tree"):
+        return f"{_OWN_NOTES[0]}{where}: {why}"
+    return f"{_OWN_NOTES[1]}{where}: {why.partition(': ')[0]}"
+
+
+def _kept_note(manifest: Manifest, function: str) -> str | None:
+    """A note the manifest already gives the target (written by hand: no test reaches it, …); this script's own
+    notes are not kept for a function it now finds."""
+    note = next((t.status_note for t in manifest.tasks.targets if t.function == function), None)
+    return None if note and note.startswith(_OWN_NOTES) else note
+
+
+_OWN_NOTES = ("function absent at ", "function not singled out at ")
 
 
 class _Dumper(yaml.SafeDumper):
@@ -158,20 +179,36 @@ _Dumper.add_representer(str, _str)
 
 
 def write_targets(path: Path, targets: list[dict], out: Path) -> None:
-    """`path` with its `tasks:` section (the last top-level key, or none) replaced, written to `out`."""
+    """`path` with the `targets:` of its `tasks:` section (the last top-level key, or none) replaced, written to
+    `out`; the rest of the section (discover, caps) stays as written, comments included."""
     text = path.read_text()
     head, sep, tail = text.partition("\ntasks:\n")
     if sep and any(line[:1].strip() and not line.startswith("#") for line in tail.splitlines()):
         raise SystemExit(f"{path}: the top-level `tasks:` section must come last to be rewritten")
-    current = yaml.safe_load(text).get("tasks") or {}
     clean = [{k: v for k, v in t.items() if v} for t in targets]
-    section = {"targets": clean, **{k: v for k, v in current.items() if k != "targets"}}
-    body = yaml.dump({"tasks": section}, Dumper=_Dumper, sort_keys=False, width=100, allow_unicode=True)
+    dumped = yaml.dump({"targets": clean}, Dumper=_Dumper, sort_keys=False, width=98,  # 100 once indented
+                    allow_unicode=True)
+    block = "".join("  " + line if line.strip() else line for line in dumped.splitlines(keepends=True))
     note = "# tasks.targets: CoderEval's tasks in this project (generated by benchmarks/codereval_targets.py)\n"
     head = head.rstrip("\n").removesuffix(note.rstrip("\n"))  # the note of an earlier run
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(head.rstrip("\n") + "\n" + note + body)
+    out.write_text(head.rstrip("\n") + "\n" + note + "tasks:\n" + _with_targets(tail if sep else "", block))
     load_manifest(out)  # still valid
+
+
+def _with_targets(section: str, block: str) -> str:
+    """The `tasks:` section's lines with its `targets:` entry (up to the next key of the section) replaced."""
+    out, skipping, placed = [], False, False
+    for line in section.splitlines(keepends=True):
+        if line.startswith("  targets:"):
+            skipping, placed = True, True
+            out.append(block)
+            continue
+        if skipping and re.match(r"  [A-Za-z_#]", line):
+            skipping = False
+        if not skipping:
+            out.append(line)
+    return "".join(out) if placed else block + "".join(out)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@
     ├── AnalysisError             the analyzer could not run at all (exit 5)
     ├── TaskError                 task building or lookup failed (exit 5)
     ├── SandboxError              the sandbox itself broke: never a sample's fault (exit 6)
-    │   └── SandboxUnavailable    the requested backend cannot be used here (no engine, no image)
+    │   ├── SandboxUnavailable    the requested backend cannot be used here (no engine, no image)
+    │   └── ServiceError          a server the tests need (tests.services) is missing or did not start
     ├── StoreError                the run store is unreadable or unwritable (exit 7)
     └── GenerationError           the model server could not be used (exit 8)
 
@@ -87,6 +88,10 @@ class SandboxError(CoderunError):
 
 
 class SandboxUnavailable(SandboxError):
+    pass
+
+
+class ServiceError(SandboxError):
     pass
 
 

@@ -9,7 +9,7 @@ import datetime as dt
 import hashlib
 import json
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Literal
 
 import yaml
@@ -219,10 +219,40 @@ def parse_manifest(text: str, path: Path) -> Manifest:
     if not isinstance(data, dict):
         raise ManifestError(f"{path}: a manifest is a YAML mapping with at least name, source, python")
     try:
-        return Manifest.model_validate({**data, "origin": path})
+        manifest = Manifest.model_validate({**data, "origin": path})
     except ValidationError as e:
         raise ManifestError(_format_errors(path, root, e),
                             hint="see the manifest reference in README.md") from None
+    supplementary_files(manifest)  # a missing file is an error of the manifest, found when it is read
+    return manifest
+
+
+def supplementary_dir(manifest: Manifest) -> Path | None:
+    """Where the manifest's supplementary test files live: the folder named after the project beside it."""
+    return manifest.origin.parent / manifest.name if manifest.origin is not None else None
+
+
+def supplementary_files(manifest: Manifest) -> dict[str, Path]:
+    """`tests.supplementary`: each file's path in the project tree -> the file coderun ships."""
+    rels = manifest.tests.supplementary
+    if not rels:
+        return {}
+    folder = supplementary_dir(manifest)
+    if folder is None:
+        raise ManifestError(f"{manifest.name}: tests.supplementary needs a manifest read from a file (the files "
+                            "are looked up beside it)")
+    out: dict[str, Path] = {}
+    for rel in rels:
+        pure = PurePosixPath(rel)
+        if pure.is_absolute() or ".." in pure.parts or not pure.parts:
+            raise ManifestError(f"{manifest.origin}: tests.supplementary: {rel!r} must be a relative path inside "
+                                "the project tree")
+        path = folder / pure
+        if not path.is_file():
+            raise ManifestError(f"{manifest.origin}: tests.supplementary: {rel} is not at {path}",
+                                hint=f"supplementary files live in {folder}/ at their path in the project tree")
+        out[pure.as_posix()] = path
+    return out
 
 
 def load_manifest(path: Path) -> Manifest:

@@ -127,6 +127,49 @@ class Task(Record):
     flaky_tests: list[str] = Field(default_factory=list)
     status: TaskStatus = TaskStatus.UNCOVERED
     explicit: bool = False             # listed in the manifest rather than discovered
+    supplementary: bool = False        # some of its tests are the manifest's supplementary ones (not upstream's)
+
+
+class Unverified(str, Enum):
+    """Why a target the manifest declares is not a verified task."""
+
+    ABSENT = "absent"                  # the function is not in the source at the built commit
+    NO_TESTS_REACH = "no_tests_reach"  # no passing test executes its body
+    ORIGINAL_FAILS = "original_fails"  # the original fails every mapped test
+    FLAKY = "flaky"                    # every mapped test failed in some run of the original
+    STUB_PASSES = "stub_passes"        # the tests pass with the body replaced by `raise NotImplementedError`
+    SOURCE_FAILED = "source_failed"    # the source could not be fetched
+    ENV_FAILED = "env_failed"          # the environment (install, baseline) could not be built
+    BUILD_FAILED = "build_failed"      # the task build failed otherwise (analysis, sandbox)
+
+    @classmethod
+    def of(cls, status: TaskStatus) -> Unverified | None:
+        """The reason a built task with `status` is not verified (None: it is)."""
+        return {TaskStatus.WEAK: cls.STUB_PASSES, TaskStatus.FLAKY: cls.FLAKY,
+                TaskStatus.UNCOVERED: cls.NO_TESTS_REACH, TaskStatus.BROKEN: cls.ORIGINAL_FAILS,
+                TaskStatus.UNRESOLVED: cls.ABSENT}.get(status)
+
+
+class TargetOutcome(Record):
+    """What became of one `tasks.targets` entry of a manifest in the latest task build of its project."""
+
+    project: str
+    function: str                      # as the manifest writes it: "path/file.py::Qual.name"
+    task_id: str
+    aliases: list[str] = Field(default_factory=list)
+    reason: Unverified | None = None   # None: verified
+    detail: str = ""                   # the build's own words (an error message, a verification reason)
+    status_note: str | None = None     # the manifest's note on why it is not expected to verify
+    supplementary: bool = False        # verified through supplementary tests
+
+    @property
+    def verified(self) -> bool:
+        return self.reason is None
+
+    @property
+    def stale_note(self) -> bool:
+        """The manifest says it cannot verify, yet it did: the note is out of date."""
+        return self.verified and bool(self.status_note)
 
 
 class Evidence(Record):
@@ -177,6 +220,15 @@ class CoderunEnvironment(Record):
     missing: list[str] = Field(default_factory=list)   # required (marker true) but not installed
 
 
+class ProjectSource(Record):
+    """Where a project's code came from: the manifest's source, the commit, and what was actually read (a
+    clone URL, a local mirror, an sdist file, a folder)."""
+
+    kind: Literal["git", "pypi", "path"]
+    commit: str
+    origin: str = ""
+
+
 class ProjectEnvironment(Record):
     """A project's test environment: its interpreter and everything installed in it, recorded when the
     environment was built (or, for one built before coderun recorded it, when a run first used it)."""
@@ -187,6 +239,7 @@ class ProjectEnvironment(Record):
     python: str                        # "3.11.7"
     packages: list[Package] = Field(default_factory=list)   # everything installed, pip and pytest included
     recorded_at: str = ""
+    source: ProjectSource | None = None  # set by the run that uses the environment
 
     def version_of(self, name: str) -> str | None:
         key = _canonical(name)

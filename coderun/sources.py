@@ -2,6 +2,9 @@
 
 Every kind of source (git, PyPI sdist, local path) ends as the same thing: a git repository whose
 HEAD is the recorded commit, under `$CODERUN_HOME/src/`. Later stages copy it; none modifies it.
+A manifest's supplementary test files (`tests.supplementary`) are committed on top of the source's commit
+here, once, so that the baseline, the task build and the evaluation, on every backend, see the same tree;
+the checkout records both commits.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import datetime as dt
 import hashlib
 import importlib.util
 import io
+import os
 import re
 import shutil
 import subprocess
@@ -25,8 +29,8 @@ from urllib.parse import urlparse
 import git
 
 from coderun.config import Settings
-from coderun.errors import SourceError
-from coderun.manifest import Manifest
+from coderun.errors import ManifestError, SourceError
+from coderun.manifest import Manifest, supplementary_files
 
 # Snapshots (sdists, plain directories) are committed with a fixed identity and date so that the same
 # content always gives the same commit sha.
@@ -44,15 +48,23 @@ class Checkout:
     commit: str
     kind: str  # git | pypi | path
     origin: str = ""  # where the code came from: the clone URL, a local mirror, the sdist file, the folder
+    upstream: str = ""  # the source's own commit, when `commit` adds the supplementary test files to it
+
+    @property
+    def upstream_commit(self) -> str:
+        return self.upstream or self.commit
 
 
 def checkout(manifest: Manifest, settings: Settings) -> Checkout:
     src = manifest.source
     if src.git:
-        return _checkout_git(manifest.name, src.git.url, src.git.rev, manifest, settings)
-    if src.pypi:
-        return _checkout_pypi(manifest.name, src.pypi, settings)
-    return _checkout_path(manifest.name, _resolve_path(src.path, manifest), settings)
+        co = _checkout_git(manifest.name, src.git.url, src.git.rev, manifest, settings)
+    elif src.pypi:
+        co = _checkout_pypi(manifest.name, src.pypi, settings)
+    else:
+        co = _checkout_path(manifest.name, _resolve_path(src.path, manifest), settings)
+    files = supplementary_files(manifest)
+    return _with_supplementary(co, files, manifest, settings) if files else co
 
 
 def _resolve_path(p: str, manifest: Manifest) -> Path:
@@ -248,6 +260,42 @@ def _update_submodules(clone: git.Repo, upstream: str | None) -> None:
     clone.git.execute(["git", *opts, "submodule", "update", "--init", "--recursive"])
 
 
+def _with_supplementary(co: Checkout, files: dict[str, Path], manifest: Manifest, settings: Settings) -> Checkout:
+    """`co` plus the supplementary files, committed on top of its commit with a fixed identity and date (the
+    same files give the same commit), in a worktree of its own; the source's commit stays `upstream`."""
+    digest = _key(co.commit + "".join(f"|{rel}:{hashlib.sha256(p.read_bytes()).hexdigest()}" for rel, p in sorted(files.items())))
+    dest = settings.sources / f"{co.project}-{co.commit[:12]}+{digest[:8]}"
+    if (dest / ".git").exists():
+        repo = git.Repo(dest)
+        head = repo.head.commit
+        if [c.hexsha for c in head.parents] == [co.commit] and not repo.is_dirty(untracked_files=True):
+            return Checkout(co.project, dest, head.hexsha, co.kind, origin=co.origin, upstream=co.commit)
+        shutil.rmtree(dest)
+    clash = [rel for rel in files if os.path.lexists(co.path / rel)]
+    if clash:
+        raise ManifestError(f"{manifest.origin}: tests.supplementary: {', '.join(clash)} would replace the "
+                            "project's own file", hint="give a supplementary test file a name the project "
+                            "does not use")
+    tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=".supp-"))
+    try:
+        shutil.copytree(co.path, tmp / "t", symlinks=True)  # .git and submodules too
+        for rel, path in files.items():
+            (tmp / "t" / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, tmp / "t" / rel)
+        repo = git.Repo(tmp / "t")
+        with repo.git.custom_environment(**_SNAPSHOT_ENV):
+            repo.git.add("--force", "--", *files)
+            repo.git.commit("--quiet", "--no-verify", "--no-gpg-sign", "-m",
+                            "coderun: supplementary tests written for the benchmark")
+        commit = repo.head.commit.hexsha
+        (tmp / "t").rename(dest)
+    except git.GitCommandError as e:
+        raise SourceError(f"{co.project}: cannot add the supplementary test files: {e.stderr.strip() or e}") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return Checkout(co.project, dest, commit, co.kind, origin=co.origin, upstream=co.commit)
+
+
 # ---------------------------------------------------------------------------------- snapshots
 
 
@@ -369,7 +417,7 @@ def _checkout_pypi(name: str, requirement: str, settings: Settings) -> Checkout:
 
 def commit_date(co: Checkout) -> dt.date:
     """The day (UTC) the checked-out commit was made: the date a git source's dependencies are resolved as of."""
-    return git.Repo(co.path).commit(co.commit).committed_datetime.astimezone(dt.timezone.utc).date()
+    return git.Repo(co.path).commit(co.upstream_commit).committed_datetime.astimezone(dt.timezone.utc).date()
 
 
 def describe_source(manifest: Manifest) -> str:

@@ -162,6 +162,9 @@ def environment_text(env: RunEnvironment) -> str:
     out += [f"# missing: {m}" for m in c.missing]
     for name, p in sorted(env.projects.items()):
         out += ["", f"# project {name}: {p.backend} environment {p.where}, Python {p.python}, "
-                f"recorded {p.recorded_at}", f"# installed ({len(p.packages)}):"]
+                f"recorded {p.recorded_at}"]
+        if p.source:
+            out.append(f"# source: {p.source.kind} at {p.source.commit}, from {p.source.origin or 'unknown'}")
+        out.append(f"# installed ({len(p.packages)}):")
         out += [str(pkg) for pkg in p.packages]
     return "\n".join(out) + "\n"

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from coderun.cli._common import (
     JsonOption,
@@ -18,16 +19,18 @@ from coderun.cli._common import (
 )
 from coderun.errors import EnvironmentBuildError, UsageError
 from coderun.manifest import find_manifest, known_manifests
-from coderun.report.terminal import table_or_stacked
-from coderun.tasks import ProjectTaskReport, TaskBuildReport, load_tasks, prune_tasks
+from coderun.records import TargetOutcome
+from coderun.report.terminal import EMPTY, Fit, table_or_stacked
+from coderun.tasks import ProjectTaskReport, TaskBuildReport, load_targets, load_tasks, prune_tasks
 from coderun.tasks.build import build_project, default_jobs
 from coderun.tasks.store import export_jsonl
+from coderun.tasks.summary import ProjectSummary, summarize
 
 app = typer.Typer(no_args_is_help=True, help="Tasks: target functions, their tests, and proof the tests "
                   "can tell right from wrong.")
 
 _LIST_FIELDS = ("task_id", "aliases", "project", "file", "qualname", "name", "level", "tests", "source",
-                "status", "mapping", "explicit", "flaky_tests", "test_files", "signature")
+                "status", "mapping", "explicit", "flaky_tests", "test_files", "signature", "supplementary")
 
 
 @app.command("build")
@@ -64,16 +67,22 @@ def build(projects: list[str] = typer.Argument(None, help="Project names or mani
     def build_one(m):
         return build_project(m, s, backend, include_weak, progress=not as_json, jobs=jobs or default_jobs())
 
+    summary: list[ProjectSummary] = []
     try:
         for _m, p in build_each(manifests, build_one, "task builds", failed=failed if total > 1 else None):
             report.projects.append(p)
             if not as_json:
                 print_project(p)
+        if total > 1:
+            summary = [summarize(m, s, failed.get(m.name)) for m in manifests]
     finally:
         if as_json and (report.projects or total > 1):  # a lone failure is just its error
-            print_json(report.model_dump(mode="json"))
+            print_json({**report.model_dump(mode="json"),
+                        **({"summary": [r.model_dump(mode="json") for r in summary]} if summary else {})})
     if not as_json and report.projects:
         _print_levels(report)
+    if not as_json and summary:
+        console.print(summary_table(summary))
     if failed:
         raise EnvironmentBuildError(f"{len(failed)} of {total} task builds failed: {', '.join(failed)}")
 
@@ -106,6 +115,20 @@ def print_project(p: ProjectTaskReport, out: Console = console) -> None:
         out.print(f"  {note}", style="yellow", soft_wrap=True, markup=False, highlight=False)
 
 
+def summary_table(rows: list[ProjectSummary]) -> Fit:
+    """One line per project: its Python, environment and baseline, declared targets verified, discovered tasks;
+    its source, and why it failed, in a last column or (narrow terminals) on a line under it."""
+    def n(v: int | None) -> str:
+        return EMPTY if v is None else str(v)
+
+    body = [[r.project, r.python, "built" if r.env else "none", n(r.passed), n(r.failed),
+             f"{r.verified}/{r.declared}", str(r.discovered)] for r in rows]
+    where = [r.source + (f" [red]failed: {escape(r.failure)}[/]" if r.failure else "") for r in rows]
+    return table_or_stacked(["project", "python", "env", "passed", "failed", "targets", "discovered"], body,
+                            "source", where, title="task builds (baseline passed/failed; declared targets "
+                            "verified/declared)", left=(0, 1, 2))
+
+
 def _print_levels(report: TaskBuildReport) -> None:
     levels = report.levels()
     console.print("benchmark tasks per level: " + ", ".join(f"{k} {v}" for k, v in levels.items())
@@ -118,18 +141,68 @@ def list_(project: str = typer.Option(None, "--project", help="Only this project
           status: str = typer.Option(None, "--status", help="verified, weak, flaky, uncovered, broken or "
                                      "all (default: the benchmark, i.e. verified)."),
           include_weak: bool = typer.Option(False, "--include-weak", help="Count weak tasks in."),
+          targets: bool = typer.Option(False, "--targets", help="The targets the manifests declare instead: "
+                                       "verified, or why not (with the manifest's status_note)."),
           projects_dir: list[Path] = ProjectsDirOption, as_json: bool = JsonOption) -> None:
     """List stored tasks; with --json one JSON object per line."""
-    tasks = load_tasks(settings(projects_dir), project=project, level=level, include_weak=include_weak,
-                       status=status)
+    s = settings(projects_dir)
+    if targets:
+        if level or status or include_weak:
+            raise UsageError("--targets lists every declared target; it takes --project only")
+        _list_targets(load_targets(s, project=project), as_json)
+        return
+    tasks = load_tasks(s, project=project, level=level, include_weak=include_weak, status=status)
     if as_json:
         for t in tasks:
             print_json(t.model_dump(mode="json", include=set(_LIST_FIELDS)))
         return
-    console.print(table_or_stacked(["task", "level", "status", "tests"],
-                                   [[t.task_id, t.level.value, t.status.value, str(len(t.tests))] for t in tasks],
+    rows = [[t.task_id, t.level.value, f"{t.status.value}{SUPPLEMENTARY_MARK if t.supplementary else ''}",
+             str(len(t.tests))] for t in tasks]
+    console.print(table_or_stacked(["task", "level", "status", "tests"], rows,
                                    "aliases", [", ".join(t.aliases) for t in tasks], left=(0, 1, 2)))
     console.print(f"{len(tasks)} tasks")
+    if any(t.supplementary for t in tasks):
+        console.print(SUPPLEMENTARY_NOTE)
+    unverified = sum(not o.verified for o in load_targets(s, project=project))
+    if unverified:
+        console.print(f"{unverified} targets declared by the manifests are not verified; why: "
+                      "coderun tasks list --targets")
+
+
+SUPPLEMENTARY_MARK = "*"
+SUPPLEMENTARY_NOTE = (f"{SUPPLEMENTARY_MARK} verified by supplementary tests written for this benchmark "
+                      "(tests.supplementary), not by the project's own")
+
+
+def _list_targets(outcomes: list[TargetOutcome], as_json: bool) -> None:
+    if as_json:
+        for o in outcomes:
+            print_json({**o.model_dump(mode="json"), "verified": o.verified, "stale_note": o.stale_note})
+        return
+    rows = [[o.task_id, _outcome(o)] for o in outcomes]
+    console.print(table_or_stacked(["target", "outcome"], rows, "why", [_why(o) for o in outcomes], left=(0, 1)))
+    bad = sum(not o.verified for o in outcomes)
+    stale = sum(o.stale_note for o in outcomes)
+    console.print(f"{len(outcomes)} declared targets: {len(outcomes) - bad} verified, {bad} not"
+                  + (f"; {stale} status notes are stale (verified anyway)" if stale else ""))
+    if any(o.supplementary for o in outcomes):
+        console.print(SUPPLEMENTARY_NOTE)
+
+
+def _outcome(o: TargetOutcome) -> str:
+    if o.verified:
+        return "verified" + (SUPPLEMENTARY_MARK if o.supplementary else "")
+    return o.reason.value
+
+
+def _why(o: TargetOutcome) -> str:
+    """The build's words, then the manifest's note (marked stale when the target verified anyway)."""
+    if o.stale_note:
+        return f"stale note (verified anyway): {o.status_note}"
+    parts = [o.detail] if o.detail else []
+    if o.status_note:
+        parts.append(f"note: {o.status_note}")
+    return "; ".join(parts)
 
 
 @app.command("export")

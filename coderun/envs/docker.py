@@ -33,7 +33,7 @@ import docker.errors
 from rich.console import Console
 
 from coderun.config import Settings
-from coderun.envs import dockerlib
+from coderun.envs import dockerlib, services
 from coderun.envs.base_image import PYTHON_IN_IMAGE, BaseSpec, BaseStrategy, base_spec, build_base_image
 from coderun.envs.local import find_python, pin_requirements, pip_requirements, resolve_date
 from coderun.errors import EnvironmentBuildError, SandboxError
@@ -109,10 +109,15 @@ def _requirement_files(manifest: Manifest, tree: Path) -> str:
     return "\n".join(parts)
 
 
+def image_apt(manifest: Manifest) -> tuple[str, ...]:
+    """The Debian packages of the image: install.apt and those of the services the tests need."""
+    return tuple(dict.fromkeys((*manifest.install.apt, *services.apt_packages(manifest.tests.services))))
+
+
 def plan_image(manifest: Manifest, settings: Settings, client: docker.DockerClient,
                base: BaseStrategy | None = None) -> ImagePlan:
     co = checkout(manifest, settings)
-    spec = base_spec(client, manifest.python, base, tuple(manifest.install.apt))
+    spec = base_spec(client, manifest.python, base, image_apt(manifest))
     install = json.dumps(manifest.install.key_data(), sort_keys=True)
     # The project's own wheel (install.project / extras) is in the deps layer, so then it is per commit.
     needs_tree = manifest.install.project or bool(manifest.install.extras)
@@ -290,11 +295,18 @@ def baseline_script(manifest: Manifest, commit: str) -> str:
     cmd = pytest_command(manifest, PYTHON_IN_IMAGE, junit=f"{out}/junit.xml", rootdir=scratch)
     env = [f"{k}={v}" for k, v in sorted(test_env(manifest, scratch).items())]
     timeout = ["timeout", "-k", "10", str(int(manifest.tests.timeout))]
-    run = shlex.join(["env", *env, *timeout, *cmd])
+    launcher: list[str] = []
+    setup: list[str] = []
+    if manifest.tests.services:  # started (as coderun) around the test run, their variables expanded into env
+        script = "/tmp/coderun-baseline/services.py"
+        launcher = [PYTHON_IN_IMAGE, "-I", script, "run", *manifest.tests.services, "--"]
+        setup = [f"cat > {script} <<'CODERUN_SERVICES_PY'", services.SOURCE.rstrip("\n"), "CODERUN_SERVICES_PY"]
+    run = shlex.join(["env", *env, *launcher, *timeout, *cmd])
     return "\n".join([
         f"# coderun baseline of {manifest.name} at {commit}",
         "set -u",
         f"mkdir -p {out}",
+        *setup,
         f"cp -a {PROJECT_DIR} {scratch}",
         f"cd {scratch}",
         f"{PYTHON_IN_IMAGE} -c 'import sys; print(\"%d.%d.%d\" % sys.version_info[:3])' > {out}/python_version",

@@ -30,6 +30,7 @@ from pathlib import Path
 from coderun.config import Settings
 from coderun.envs.progress import Steps
 from coderun.envs.resolve import TOOLING, compile_requirements
+from coderun.envs.services import expand, start_services
 from coderun.errors import EnvironmentBuildError
 from coderun.manifest import Manifest
 from coderun.records import Baseline, ProjectEnvironment
@@ -326,8 +327,9 @@ def run_baseline(manifest: Manifest, env: LocalEnv, tree: Path, venv_env: dict[s
     log = env.logs / "baseline.log"
     cmd = pytest_command(manifest, env.python, junit=junit, rootdir=tree)
     started = time.monotonic()
-    proc = _run(cmd, log, cwd=tree, env={**venv_env, **test_env(manifest, tree)},
-                timeout=manifest.tests.timeout, step="baseline test run")
+    with start_services(manifest.tests.services) as services:
+        proc = _run(cmd, log, cwd=tree, env={**venv_env, **expand(test_env(manifest, tree), services.env)},
+                    timeout=manifest.tests.timeout, step="baseline test run")
     if proc.returncode not in (0, 1) or not junit.is_file():
         raise EnvironmentBuildError(
             f"{manifest.name}: the test suite did not run (pytest exit {proc.returncode})",

@@ -79,6 +79,7 @@ class TaskRow(Model):
     infra: int
     pass_at_k: dict[str, float | None] = Field(alias="pass@k")
     samples: list[SampleRow]
+    supplementary: bool = False  # its tests include ones written for the benchmark (tests.supplementary)
 
 
 class RunReport(Model):
@@ -195,7 +196,8 @@ def _task_row(task: RunTask, results: list[Result], ks: Sequence[int], under_k: 
                          flags=flags.get((r.task_id, r.index), []) + (r.evidence.tampering if r.evidence else []))
                for r in sorted(results, key=lambda r: r.index)]
     return TaskRow(task_id=task.task_id, project=task.project, level=task.level.value, n=n, c=c, infra=infra,
-                   pass_at_k={str(k): v.value for k, v in table.items()}, samples=samples)
+                   pass_at_k={str(k): v.value for k, v in table.items()}, samples=samples,
+                   supplementary=task.task is not None and task.task.supplementary)
 
 
 # ----------------------------------------------------------------------------------- comparisons

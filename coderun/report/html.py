@@ -275,7 +275,9 @@ def _environment_section(r: RunReport, several: bool) -> list[str]:
     out.append(_packages(f"coderun's dependencies ({len(c.packages)})", c.packages))
     for name, p in sorted(env.projects.items()):
         out.append(_packages(f"project {name}: {p.backend}, Python {p.python}, {len(p.packages)} installed", p.packages,
-                             f"{p.backend} environment <code>{_e(p.where)}</code>, recorded {_e(p.recorded_at)}"))
+                             f"{p.backend} environment <code>{_e(p.where)}</code>, recorded {_e(p.recorded_at)}"
+                             + (f"; source: {_e(p.source.kind)} at <code>{_e(p.source.commit)}</code>, from "
+                                f"{_e(p.source.origin)}" if p.source else "")))
     return out
 
 

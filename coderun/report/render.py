@@ -116,8 +116,9 @@ def _md_environment(env: RunEnvironment | None) -> list[str]:
     out += _md_table([f"coderun's dependencies ({len(c.packages)})", "version"],
                      [[p.name, p.version] for p in c.packages])
     for name, p in sorted(env.projects.items()):
+        source = f" Source: {p.source.kind} at `{p.source.commit}`, from {p.source.origin}." if p.source else ""
         out += [f"### Project {name}", "", f"{p.backend} environment `{p.where}`, Python {p.python}, "
-                f"recorded {p.recorded_at}.", ""]
+                f"recorded {p.recorded_at}.{source}", ""]
         out += _md_table([f"installed ({len(p.packages)})", "version"], [[x.name, x.version] for x in p.packages])
     return out
 
@@ -131,6 +132,10 @@ def _notes(r: RunReport) -> list[str]:
                      "to count such a task as solved when any of its samples passed).")
     if r.overall.infra:
         notes.append(f"{r.overall.infra} samples hit infrastructure errors; they are left out of pass@k.")
+    supplementary = [t.task_id for t in r.tasks if t.supplementary]
+    if supplementary:
+        notes.append(f"{len(supplementary)} tasks are tested (also) by supplementary tests written for this "
+                     f"benchmark, not by their project's own: {', '.join(supplementary)}.")
     return [*notes, ""] if notes else []
 
 

@@ -33,6 +33,7 @@ from coderun.records import (
     Level,
     Package,
     ProjectEnvironment,
+    ProjectSource,
     RunEnvironment,
     Task,
     Verdict,
@@ -263,6 +264,8 @@ def _projects(names: list[str], config: dict, settings: Settings, backend: str,
         if commits - {co_commit}:
             raise TaskError(f"{name}: the run's tasks were built at {sorted(commits)[0][:12]} but the source is "
                             f"now at {co_commit[:12]}", hint=f"rebuild them: coderun tasks build {name}")
+        environment = environment.model_copy(
+            update={"source": ProjectSource(kind=co.kind, commit=co.commit, origin=co.origin)})
         out[name] = _Project(manifest, spec, tree, _top_level_packages(tree / manifest.import_root), environment)
     return out
 
@@ -320,18 +323,19 @@ def project_sandbox_spec(manifest: Manifest, settings: Settings, backend: str) -
 def project_sandbox(manifest: Manifest, settings: Settings, backend: str) -> tuple[SandboxSpec, ProjectEnvironment]:
     """The sandbox for a project's tests and what is installed in it, built when missing."""
     import_root = "" if manifest.import_root in ("", ".") else manifest.import_root
+    services = tuple(manifest.tests.services)
     if backend == "local":
         from coderun.envs.local import build_local_env, find_local_env, local_packages
 
         env = find_local_env(manifest, settings) or build_local_env(manifest, settings)
         return SandboxSpec(project=manifest.name, project_dir=str(env.checkout.path), python=str(env.python),
-                           import_root=import_root), local_packages(env)
+                           import_root=import_root, services=services), local_packages(env)
     if backend == "docker":
         from coderun.envs.docker import build_project_image, find_project_image
 
         image = find_project_image(manifest, settings) or build_project_image(manifest, settings)
         return SandboxSpec(project=manifest.name, project_dir=image.workdir, python=image.python_path,
-                           import_root=import_root, image=image.tag), image.environment
+                           import_root=import_root, image=image.tag, services=services), image.environment
     raise UsageError(f"unknown backend {backend!r}; use local or docker")
 
 

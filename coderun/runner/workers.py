@@ -213,7 +213,8 @@ class Worker:
         lim = self.spec.limits
         cfg = {"source": self.spec.project_dir, "harness": harness, "import_root": self.spec.import_root,
                "marker": marker, "base_env": {"PATH": self._path(), **_BASE_ENV}}
-        env = {**cfg["base_env"], **self.env, marker.split("=")[0]: marker.split("=")[1]}
+        name, value = marker.split("=")
+        env = {**cfg["base_env"], **self.sandbox.with_services(self.env), name: value}
         script = [self.spec.python, f"{harness}/{WORKER_MODULE}.py"]
         if self.backend == "docker":
             from coderun.runner.sandbox.docker import HARNESS, SCRATCH
@@ -238,7 +239,7 @@ class Worker:
         req = {"kind": "run", "id": token, "token": token, "relfile": run.relfile, "source": run.new_source,
                "nodeids": list(run.nodeids),
                "timeout": run.timeout, "per_test_timeout": max(run.per_test_timeout, 0),
-               "env": {k: v for k, v in run.env.items() if k != "PYTHONPATH"},
+               "env": self.sandbox.with_services({k: v for k, v in run.env.items() if k != "PYTHONPATH"}),
                "args": _command(self.sandbox, run)[3:], "output_limit": self.spec.limits.output_limit,
                "template": run.template}
         self.channel.send(req)

@@ -2,6 +2,7 @@
 
     build_tasks(manifest, settings, backend="local", include_weak=False) -> TaskBuildReport
     load_tasks(settings, project=None, level=None, include_weak=False, status=None) -> list[Task]
+    load_targets(settings, project=None) -> list[TargetOutcome]   each declared target: verified, or why not
     built_projects(settings) -> set of project names whose tasks are stored
     find_task(settings, "project/pkg/mod.py::Class.method" or an alias) -> Task
     unknown_projects(settings, names) -> set[str]     stored projects whose manifest is no longer found
@@ -17,12 +18,12 @@ from collections.abc import Iterable
 
 from coderun.config import Settings
 from coderun.errors import TaskError
-from coderun.records import Level, Task, TaskStatus
+from coderun.records import Level, TargetOutcome, Task, TaskStatus
 from coderun.tasks import store
 from coderun.tasks.build import ProjectTaskReport, TaskBuildReport, build_tasks, in_benchmark
 
-__all__ = ["ProjectTaskReport", "TaskBuildReport", "build_tasks", "built_projects", "find_task", "load_tasks",
-           "prune_tasks", "unknown_projects"]
+__all__ = ["ProjectTaskReport", "TaskBuildReport", "build_tasks", "built_projects", "find_task", "load_targets",
+           "load_tasks", "prune_tasks", "unknown_projects"]
 
 
 def built_projects(settings: Settings) -> set[str]:
@@ -45,6 +46,11 @@ def load_tasks(settings: Settings, project: str | None = None, level: Level | st
         return store.query(settings, project=project, level=lv)
     wanted = [status] if isinstance(status, str | TaskStatus) else list(status)
     return store.query(settings, project=project, level=lv, statuses=[_status(s).value for s in wanted])
+
+
+def load_targets(settings: Settings, project: str | None = None) -> list[TargetOutcome]:
+    """The outcome of every target the manifests declared, as their projects' latest builds left them."""
+    return store.target_outcomes(settings, project)
 
 
 def _status(value: TaskStatus | str) -> TaskStatus:

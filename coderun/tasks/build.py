@@ -29,9 +29,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from coderun.config import Settings
 from coderun.envs.local import LocalEnv, build_local_env, find_local_env, load_baseline
-from coderun.errors import SandboxError, TaskError
-from coderun.manifest import Manifest
-from coderun.records import Level, Record, Task, TaskStatus
+from coderun.errors import CoderunError, EnvironmentBuildError, SandboxError, SourceError, TaskError
+from coderun.manifest import Manifest, supplementary_files
+from coderun.records import Level, Record, TargetOutcome, Task, TaskStatus, Unverified
 from coderun.tasks import store
 from coderun.tasks.coverage_map import CoverageMap, cap_tests, collect_coverage, test_file
 from coderun.tasks.discovery import Candidate, select, task_id
@@ -58,6 +58,7 @@ class ProjectTaskReport(Record):
 
     project: str
     commit: str
+    upstream_commit: str = ""                # the source's own commit (`commit` may add supplementary tests)
     backend: str
     include_weak: bool = False
     candidates: int = 0                      # explicit + discovered
@@ -109,6 +110,17 @@ def build_tasks(manifest: Manifest | list[Manifest], settings: Settings, backend
 
 def build_project(manifest: Manifest, settings: Settings, backend: str = "local", include_weak: bool = False,
                   progress: bool = True, jobs: int | None = None) -> ProjectTaskReport:
+    """Build one project's tasks. A failed build records why on each declared target of a project with no
+    stored build (a stored one keeps the outcomes of the tasks it stored) and re-raises."""
+    try:
+        return _build_project(manifest, settings, backend, include_weak, progress, jobs)
+    except CoderunError as e:
+        store.save_failed_targets(settings, manifest.name, failed_outcomes(manifest, e))
+        raise
+
+
+def _build_project(manifest: Manifest, settings: Settings, backend: str, include_weak: bool, progress: bool,
+                   jobs: int | None) -> ProjectTaskReport:
     started = time.monotonic()
     jobs = max(1, jobs or default_jobs())
     say = _err.print if progress else (lambda *a, **k: None)
@@ -137,15 +149,45 @@ def build_project(manifest: Manifest, settings: Settings, backend: str = "local"
     with _runner(manifest, settings, backend, env, logs, durations, jobs, notes) as runner:
         verdicts = _verify_all(manifest, env, runner, [(c, tests) for c, tests, _ in mapped], jobs, kept,
                                progress)
-    tasks = [_task(manifest, env, c, tests, kind, covmap, verdicts[_tid(manifest, c)])
+    supplementary = set(supplementary_files(manifest))  # paths as the tree has them
+    tasks = [_task(manifest, env, c, tests, kind, covmap, verdicts[_tid(manifest, c)], supplementary)
              for c, tests, kind in mapped]
     report = _report(manifest, env, backend, include_weak, selection, covmap, tasks, verdicts, started,
                      capped=capped, max_tests_per_task=manifest.tasks.max_tests_per_task,
                      max_seconds_per_task=manifest.tasks.max_seconds_per_task, jobs=jobs, resumed=kept.resumed,
                      fallbacks=notes, verify_seconds=round(time.monotonic() - verifying, 1))
     store.save_project(settings, manifest.name, env.checkout.commit, tasks, report.model_dump_json(),
-                       include_weak)
+                       include_weak, targets=target_outcomes(manifest, tasks, report))
     return report
+
+
+def target_outcomes(manifest: Manifest, tasks: list[Task], report: ProjectTaskReport) -> list[TargetOutcome]:
+    """Each declared target's outcome in a finished build: verified, or why not."""
+    by_id = {t.task_id: t for t in tasks}
+    out = []
+    for target in manifest.tasks.targets:
+        tid = task_id(manifest.name, target.file, target.qualname)
+        task = by_id.get(tid)
+        if task is None:
+            reason, detail = Unverified.ABSENT, f"not in the source at {report.upstream_commit[:12]}"
+        else:
+            reason, detail = Unverified.of(task.status), report.reasons.get(tid, "")
+        out.append(TargetOutcome(project=manifest.name, function=target.function, task_id=tid,
+                                 aliases=list(target.aliases), reason=reason, detail=detail,
+                                 status_note=target.status_note,
+                                 supplementary=task is not None and task.supplementary))
+    return out
+
+
+def failed_outcomes(manifest: Manifest, error: CoderunError) -> list[TargetOutcome]:
+    """Each declared target's outcome when its project's build failed with `error`."""
+    reason = (Unverified.SOURCE_FAILED if isinstance(error, SourceError) else
+              Unverified.ENV_FAILED if isinstance(error, EnvironmentBuildError) else Unverified.BUILD_FAILED)
+    detail = error.message.splitlines()[0] if error.message else type(error).__name__
+    return [TargetOutcome(project=manifest.name, function=t.function,
+                          task_id=task_id(manifest.name, t.file, t.qualname), aliases=list(t.aliases),
+                          reason=reason, detail=detail, status_note=t.status_note)
+            for t in manifest.tasks.targets]
 
 
 def _coverage(manifest: Manifest, env: LocalEnv, baseline, logs: Path, kept: _Kept, say) -> CoverageMap:
@@ -403,18 +445,19 @@ def _runner(manifest: Manifest, settings: Settings, backend: str, env: LocalEnv,
 
 
 def _task(manifest: Manifest, env: LocalEnv, c: Candidate, tests: list[str], kind: str, covmap: CoverageMap,
-          v: Verification) -> Task:
+          v: Verification, supplementary: set[str]) -> Task:
     fn = c.function
     kept = list(v.tests) if v.status in (TaskStatus.VERIFIED, TaskStatus.WEAK) else tests
+    files = sorted({test_file(n) for n in kept})
     return Task(
         task_id=_tid(manifest, c), aliases=list(c.aliases), project=manifest.name, commit=env.checkout.commit,
         file=fn.file, qualname=fn.qualname, name=fn.name, lineno=fn.lineno, end_lineno=fn.end_lineno,
         is_async=fn.is_async, class_name=fn.class_name, signature=fn.signature, docstring=fn.docstring,
         human_docstring=c.human_docstring, source=fn.source, level=fn.level,
         oracle_context=fn.oracle_context, all_context=fn.all_context, tests=kept,
-        test_files=sorted({test_file(n) for n in kept}),
-        test_durations={n: covmap.outcomes[n].duration for n in kept if n in covmap.outcomes},
-        mapping=kind, flaky_tests=list(v.flaky), status=v.status, explicit=c.explicit)
+        test_files=files, test_durations={n: covmap.outcomes[n].duration for n in kept if n in covmap.outcomes},
+        mapping=kind, flaky_tests=list(v.flaky), status=v.status, explicit=c.explicit,
+        supplementary=bool(supplementary.intersection(files)))
 
 
 def _report(manifest: Manifest, env: LocalEnv, backend: str, include_weak: bool, selection, covmap: CoverageMap,
@@ -422,7 +465,8 @@ def _report(manifest: Manifest, env: LocalEnv, backend: str, include_weak: bool,
     explicit = sum(t.explicit for t in tasks)
     levels = Counter(t.level.value for t in tasks if in_benchmark(t, include_weak))
     return ProjectTaskReport(
-        project=manifest.name, commit=env.checkout.commit, backend=backend, include_weak=include_weak,
+        project=manifest.name, commit=env.checkout.commit, upstream_commit=env.checkout.upstream_commit,
+        backend=backend, include_weak=include_weak,
         candidates=len(tasks), explicit=explicit, discovered=len(tasks) - explicit,
         unresolved=list(selection.unresolved), rejected=dict(selection.rejected), mapping=covmap.kind,
         mapping_note=covmap.reason, covered=sum(bool(t.tests) for t in tasks),

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from coderun.envs.services import expand, start_services
 from coderun.errors import TaskError
 from coderun.manifest import Manifest
 from coderun.records import Baseline, TestOutcome
@@ -206,7 +207,8 @@ def _run_with_contexts(manifest: Manifest, python: Path, copy: Path, work: Path,
     env["COVERAGE_CORE"] = "ctrace"  # sys.monitoring records a line once, not once per context
     pytest_cmd = pytest_command(manifest, python, rootdir=copy, extra=["-p", "coderun_covctx"])
     cmd = [str(python), "-m", "coverage", "run", f"--rcfile={rc}", *pytest_cmd[1:]]
-    out = _run(cmd, copy, env, manifest.tests.timeout * 3, log)
+    with start_services(manifest.tests.services) as services:
+        out = _run(cmd, copy, expand(env, services.env), manifest.tests.timeout * 3, log)
     if out.returncode not in (0, 1) or not outcomes_file.is_file() or not data_file.is_file():
         raise TaskError(f"{manifest.name}: the coverage run did not complete (exit {out.returncode}): "
                         + _tail(out.stdout))

@@ -1,8 +1,9 @@
 """The task store: task records in SQLite under `settings.store_path`, exportable as JSONL.
 
-One row per task (the full record as JSON, plus the columns queries filter on) and one row per project
-build (its report). Building a project replaces all of that project's rows in one transaction, so the
-store never mixes tasks from two builds.
+One row per task (the full record as JSON, plus the columns queries filter on), one row per project
+build (its report) and one per target the manifest declares (its outcome: verified or why not). Building a
+project replaces all of that project's rows in one transaction, so the store never mixes tasks from two
+builds. A failed build of a project with no stored build records only its targets' outcomes (why each failed).
 
 While a build runs, each result (the test mapping, the shared runs of the original, a task's verdict) is kept in
 `task_progress` as soon as it is made, under a key of the build's inputs (commit, manifest, environment,
@@ -22,7 +23,7 @@ from pydantic import ValidationError
 
 from coderun.config import Settings
 from coderun.errors import StoreError
-from coderun.records import Task
+from coderun.records import TargetOutcome, Task
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (
@@ -41,6 +42,12 @@ CREATE TABLE IF NOT EXISTS task_builds (
     commit_sha TEXT NOT NULL,
     include_weak INTEGER NOT NULL,
     report    TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS task_targets (
+    project   TEXT NOT NULL,
+    position  INTEGER NOT NULL,
+    record    TEXT NOT NULL,
+    PRIMARY KEY (project, position)
 );
 CREATE TABLE IF NOT EXISTS task_progress (
     project   TEXT NOT NULL,
@@ -73,8 +80,9 @@ def connect(settings: Settings) -> Iterator[sqlite3.Connection]:
 
 
 def save_project(settings: Settings, project: str, commit: str, tasks: list[Task], report_json: str,
-                 include_weak: bool = False) -> None:
-    """Replace `project`'s tasks and build report (`include_weak`: its weak tasks join the benchmark)."""
+                 include_weak: bool = False, targets: Iterable[TargetOutcome] = ()) -> None:
+    """Replace `project`'s tasks, build report and target outcomes (`include_weak`: its weak tasks join the
+    benchmark)."""
     rows = [(t.task_id, t.project, t.level.value, t.status.value, int(t.explicit), i,
              json.dumps(t.aliases), t.model_dump_json()) for i, t in enumerate(tasks)]
     with connect(settings) as conn:
@@ -83,6 +91,35 @@ def save_project(settings: Settings, project: str, commit: str, tasks: list[Task
         conn.executemany("INSERT OR REPLACE INTO tasks VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
         conn.execute("INSERT OR REPLACE INTO task_builds VALUES (?, ?, ?, ?)",
                      (project, commit, int(include_weak), report_json))
+        _replace_targets(conn, project, targets)
+
+
+def save_failed_targets(settings: Settings, project: str, targets: Iterable[TargetOutcome]) -> None:
+    """Record why a failed build left `project`'s targets unverified, unless a finished build is stored
+    (its outcomes describe the tasks the store holds)."""
+    with connect(settings) as conn:
+        if conn.execute("SELECT 1 FROM task_builds WHERE project = ?", (project,)).fetchone() is None:
+            _replace_targets(conn, project, targets)
+
+
+def _replace_targets(conn: sqlite3.Connection, project: str, targets: Iterable[TargetOutcome]) -> None:
+    conn.execute("DELETE FROM task_targets WHERE project = ?", (project,))
+    conn.executemany("INSERT INTO task_targets VALUES (?, ?, ?)",
+                     [(project, i, t.model_dump_json()) for i, t in enumerate(targets)])
+
+
+def target_outcomes(settings: Settings, project: str | None = None) -> list[TargetOutcome]:
+    """The stored outcome of every declared target (of `project`), in manifest order."""
+    sql, args = "SELECT record FROM task_targets", ()
+    if project is not None:
+        sql, args = sql + " WHERE project = ?", (project,)
+    with connect(settings) as conn:
+        rows = conn.execute(sql + " ORDER BY project, position", args).fetchall()
+    try:
+        return [TargetOutcome.model_validate_json(r[0]) for r in rows]
+    except ValidationError as e:
+        raise StoreError(f"a target outcome in the run store does not match this coderun version: {e}",
+                         hint="rebuild the tasks with `coderun tasks build`") from None
 
 
 def progress(settings: Settings, project: str, inputs: str) -> dict[str, str]:
@@ -104,8 +141,8 @@ def stored_projects(settings: Settings) -> dict[str, int]:
     """Every project the store holds anything of: its number of tasks (0 for an unfinished first build)."""
     with connect(settings) as conn:
         counts = dict(conn.execute("SELECT project, COUNT(*) FROM tasks GROUP BY project").fetchall())
-        others = {r[0] for r in conn.execute("SELECT project FROM task_builds UNION "
-                                             "SELECT project FROM task_progress")}
+        others = {r[0] for r in conn.execute("SELECT project FROM task_builds UNION SELECT project FROM "
+                                             "task_progress UNION SELECT project FROM task_targets")}
     return {p: counts.get(p, 0) for p in sorted(set(counts) | others)}
 
 
@@ -113,7 +150,7 @@ def remove_projects(settings: Settings, projects: Iterable[str]) -> None:
     """Delete every row of these projects: tasks, build report, progress."""
     names = [(p,) for p in projects]
     with connect(settings) as conn:
-        for table in ("tasks", "task_builds", "task_progress"):
+        for table in ("tasks", "task_builds", "task_progress", "task_targets"):
             conn.executemany(f"DELETE FROM {table} WHERE project = ?", names)
 
 

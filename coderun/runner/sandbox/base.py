@@ -15,6 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from coderun.envs.services import expand
 from coderun.errors import SandboxError, UsageError
 
 
@@ -46,6 +47,7 @@ class SandboxSpec:
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     slot: int = 0
     limits: Limits = field(default_factory=Limits)
+    services: tuple[str, ...] = ()     # servers the tests need (tests.services), started with the sandbox
 
 
 @dataclass(frozen=True)
@@ -69,14 +71,20 @@ class Sandbox(ABC):
 
     def __init__(self, spec: SandboxSpec):
         self.spec = spec
+        self.service_env: dict[str, str] = {}  # the variables of the services started with the sandbox
 
     @property
     def python(self) -> str:
         return self.spec.python
 
+    def with_services(self, env: dict[str, str]) -> dict[str, str]:
+        """`env` for a test run: the services' variables added, and `${NAME}` references to them expanded."""
+        return expand(env, self.service_env)
+
     @abstractmethod
     def start(self) -> None:
-        """Prepare the sandbox (idempotent); raises SandboxUnavailable when the backend cannot run."""
+        """Prepare the sandbox and start its services (idempotent); raises SandboxUnavailable when the
+        backend cannot run, ServiceError when a service cannot."""
 
     @abstractmethod
     def exec(self, cmd: list[str], *, cwd: str, env: dict[str, str] | None = None, timeout: float,
@@ -107,7 +115,7 @@ class Sandbox(ABC):
 
     @abstractmethod
     def close(self) -> None:
-        """Remove every workdir and container or process; safe to call twice."""
+        """Remove every workdir and container or process, and stop the services; safe to call twice."""
 
     def __enter__(self) -> Sandbox:
         self.start()

@@ -21,6 +21,7 @@ from __future__ import annotations
 import atexit
 import base64
 import contextlib
+import json
 import math
 import os
 import posixpath
@@ -30,7 +31,8 @@ import threading
 import time
 import uuid
 
-from coderun.errors import SandboxError, SandboxUnavailable
+from coderun.envs import services
+from coderun.errors import SandboxError, SandboxUnavailable, ServiceError
 from coderun.runner.sandbox.base import CappedBuffer, ExecResult, Sandbox, SandboxSpec, check_exec_args
 
 SAMPLE_USER = "coderun"      # the image's unprivileged user (images/base.Dockerfile), owner of /work/project
@@ -38,6 +40,7 @@ IDLE_USER = "65534:65534"    # nobody: PID 1, out of the sample user's reach
 LABEL = "org.coderun"
 SCRATCH = "/scratch"
 HARNESS = f"{SCRATCH}/.coderun-harness"
+SERVICES = "/services"        # a tmpfs for the services' data (tests.services), when the project has any
 _WATCHDOG_GRACE = 20.0       # seconds past the exec's own limit before the container is killed
 _CHUNK = 64 * 1024           # bytes per write_file exec (base64 stays under the 128 KiB argv-string limit)
 _READ_LIMIT = 256 << 20
@@ -146,10 +149,13 @@ class DockerSandbox(Sandbox):
         lim = self.spec.limits
         name = re.sub(r"[^a-zA-Z0-9_.-]", "-", f"coderun-{self.spec.run_id}-{self.spec.project}-{self.spec.slot}")
         name = f"{name}-{uuid.uuid4().hex[:6]}"
+        tmpfs = {SCRATCH: f"rw,exec,nosuid,nodev,size={lim.scratch_mb}m,mode=1777",
+                 "/tmp": f"rw,exec,nosuid,nodev,size={max(lim.scratch_mb // 4, 64)}m,mode=1777"}
+        if self.spec.services:  # the servers' data: out of the per-sample clean-up of /tmp and /scratch
+            tmpfs[SERVICES] = f"rw,nosuid,nodev,size={max(lim.scratch_mb // 4, 256)}m,mode=1777"
         host_config = self._api.create_host_config(
             network_mode="none", cap_drop=["ALL"], security_opt=["no-new-privileges"], read_only=True,
-            tmpfs={SCRATCH: f"rw,exec,nosuid,nodev,size={lim.scratch_mb}m,mode=1777",
-                   "/tmp": f"rw,exec,nosuid,nodev,size={max(lim.scratch_mb // 4, 64)}m,mode=1777"},
+            tmpfs=tmpfs,
             mem_limit=f"{lim.memory_mb}m", memswap_limit=f"{lim.memory_mb}m", pids_limit=lim.pids,
             nano_cpus=int(lim.cpus * 1e9), ipc_mode="private",
             ulimits=[docker.types.Ulimit(name="core", soft=0, hard=0),
@@ -173,7 +179,25 @@ class DockerSandbox(Sandbox):
             raise SandboxError(f"container {name} is not usable: {err.decode(errors='replace')[-300:]}")
         self._lost |= self._workdirs
         self._workdirs.clear()
+        if self.spec.services:
+            self.service_env = self._start_services()
         return created["Id"]
+
+    def _start_services(self) -> dict[str, str]:
+        """Start the project's services in the container, as `nobody` (so the kill of every sample
+        process after an exec spares them), on its own loopback; returns their variables."""
+        script = f"{HARNESS}/coderun_services.py"
+        self.write_file(script, services.SOURCE.encode())
+        code, out, err, _, _ = self._raw(
+            [self.spec.python, "-I", script, "start", *self.spec.services], user=IDLE_USER, text=True,
+            env={"TMPDIR": SERVICES, "PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"},
+            timeout=services.READY_TIMEOUT * len(self.spec.services) + 30)
+        if code != 0:
+            raise ServiceError(f"{self.spec.project}: the services {', '.join(self.spec.services)} did not start "
+                               f"in the container (exit {code}): {err.strip()[-800:]}",
+                               hint=f"rebuild the image (`coderun images build {self.spec.project} --force`) if "
+                                    "it was built before the manifest named its services")
+        return json.loads(out.strip().splitlines()[-1])["env"]
 
     def close(self) -> None:
         if self._closed:
@@ -265,6 +289,7 @@ class DockerSandbox(Sandbox):
             "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
             **(env or {}),
         }
+        full_env = self.with_services(full_env)
         argv = cmd
         if stdin is not None:
             feed = f"/tmp/.stdin-{uuid.uuid4().hex}"

@@ -33,6 +33,7 @@ import uuid
 import warnings
 from pathlib import Path
 
+from coderun.envs.services import Running, launch
 from coderun.errors import SandboxError, SandboxUnavailable
 from coderun.runner.sandbox.base import CappedBuffer, ExecResult, Sandbox, SandboxSpec, check_exec_args
 
@@ -54,6 +55,7 @@ class LocalSandbox(Sandbox):
         self.root: Path | None = None
         self._workdirs: set[Path] = set()
         self._lock = threading.Lock()
+        self._services: Running | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -73,12 +75,22 @@ class LocalSandbox(Sandbox):
         (self.root / "owner.pid").write_text(str(os.getpid()))
         (self.root / "harness").mkdir()
         atexit.register(self.close)
+        if self.spec.services:  # one instance per sandbox: no other project or worker sees its data
+            try:
+                self._services = launch(self.spec.services)
+            except BaseException:
+                self.close()
+                raise
+            self.service_env = dict(self._services.env)
 
     def close(self) -> None:
         root, self.root = self.root, None
         if root is None:
             return
         atexit.unregister(self.close)
+        if self._services is not None:
+            self._services.stop()
+            self._services, self.service_env = None, {}
         _rmtree(root)
         self._workdirs.clear()
 
@@ -146,7 +158,7 @@ class LocalSandbox(Sandbox):
              stdin: bytes | None = None, output_limit: int | None = None) -> ExecResult:
         check_exec_args(cmd, timeout)
         token = uuid.uuid4().hex
-        full_env = self._env(cwd, env or {}, token)
+        full_env = self._env(cwd, self.with_services(env or {}), token)
         limit = output_limit or self.spec.limits.output_limit
         cgroup = _PidsCgroup.create(f"{_PREFIX}{token[:16]}", self.spec.limits.pids)
         argv = _with_outer_timeout(cmd, timeout)
