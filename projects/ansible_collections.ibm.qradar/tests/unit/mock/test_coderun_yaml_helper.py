@@ -5,10 +5,6 @@ PyYAML Dumper class; _dump_load_cycle calls it with AnsibleDumper. (Its default,
 on to yaml.dump as Dumper=None, which PyYAML cannot call: every caller gives a dumper.)
 """
 
-from __future__ import absolute_import, division, print_function
-
-__metaclass__ = type
-
 import unittest
 
 import pytest
