@@ -93,7 +93,7 @@ def _env_for(manifest: Manifest, settings: Settings, co: Checkout) -> LocalEnv:
                                 *([f"as-of {as_of}"] if as_of else []))
     path = settings.envs / f"{manifest.name}-{key}"
     # The venv depends on the install spec only; the baseline also on how the tests are run.
-    tests_key = hashlib.sha256(manifest.tests.model_dump_json().encode()).hexdigest()[:16]
+    tests_key = hashlib.sha256(manifest.tests.model_dump_json(exclude=manifest.tests.BASELINE_EXCLUDE).encode()).hexdigest()[:16]
     if manifest.install.pre_install:  # every stage uses the tree the commands prepared, never the bare checkout
         co = replace(co, path=path / "project")
     return LocalEnv(manifest.name, path, path / "venv" / "bin" / "python", co, key, tests_key, as_of)
