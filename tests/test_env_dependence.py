@@ -11,10 +11,13 @@ from typer.testing import CliRunner
 
 from coderun.cli.main import app
 from coderun.config import load_settings
+from coderun.envs.local import baseline_tests_key
+from coderun.errors import ManifestError, TaskError
 from coderun.manifest import load_manifest
 from coderun.records import TaskStatus
 from coderun.runner.store import RunStore
 from coderun.tasks import build_tasks, load_tasks
+from coderun import testrun
 from tests.helpers import write_tree
 
 DOC = '"""Return the {what}, computed step by step for the caller."""'
@@ -172,3 +175,34 @@ def test_eval_in_every_configuration(project, tmp_path):
     assert result.verdict.value == "fail" and "configuration fast" in result.reason
     md = CliRunner().invoke(app, ["report", str(tmp_path / "--ground-truth"), "--format", "md"]).stdout
     assert "environment-dependent" in md and "test_probe_of_an_unroutable_address" in md
+
+
+def test_configuration_env_goes_over_tests_env_and_null_removes(tmp_path):
+    path = tmp_path / "m.yaml"
+    path.write_text("name: m\nsource: {path: .}\npython: '3.11'\ntests:\n  env: {A: '1', B: '2'}\n"
+                    "  configurations:\n    - {name: one, env: {A: null, C: '3'}}\n")
+    manifest = load_manifest(path)
+    env = testrun.test_env(manifest, tmp_path, "one")
+    assert "A" not in env and env["B"] == "2" and env["C"] == "3"
+    assert testrun.test_env(manifest, tmp_path)["A"] == "1"
+    with pytest.raises(TaskError, match="no configuration 'two'"):
+        testrun.test_env(manifest, tmp_path, "two")
+
+
+def test_configuration_names_must_differ(tmp_path):
+    path = tmp_path / "m.yaml"
+    path.write_text("name: m\nsource: {path: .}\npython: '3.11'\ntests:\n  configurations:\n"
+                    "    - {name: one}\n    - {name: one, env: {A: '1'}}\n")
+    with pytest.raises(ManifestError, match="one given twice"):
+        load_manifest(path)
+
+
+def test_configurations_leave_the_baseline_key_alone(tmp_path):
+    """The baseline runs in tests.env alone: adding configurations must not rebuild it."""
+    base = "name: m\nsource: {path: .}\npython: '3.11'\ntests:\n  env: {A: '1'}\n"
+    a, b, c = tmp_path / "a.yaml", tmp_path / "b.yaml", tmp_path / "c.yaml"
+    a.write_text(base)
+    b.write_text(base + "  configurations:\n    - {name: one, env: {A: null}}\n")
+    c.write_text(base.replace("'1'", "'2'"))
+    key = baseline_tests_key(load_manifest(a))
+    assert baseline_tests_key(load_manifest(b)) == key != baseline_tests_key(load_manifest(c))

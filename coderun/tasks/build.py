@@ -61,6 +61,8 @@ VERIFY_VERSION = "3"
 # Without a terminal, a progress line every this many tasks or seconds (whichever comes first).
 LINE_EVERY_TASKS = 10
 LINE_EVERY_SECONDS = 30.0
+# Whole-run limit of a run with a stubbed body, over five times its tests' baseline time (see stub_run_limit).
+STUB_RUN_SECONDS = 60.0
 
 
 class ProjectTaskReport(Record):
@@ -415,6 +417,13 @@ class _Meter:
                    f"{elapsed // 3600}:{elapsed // 60 % 60:02d}:{elapsed % 60:02d}", highlight=False)
 
 
+def stub_run_limit(durations: list[float]) -> float:
+    """The whole-run limit of a stubbed body's run. A stub can loop forever where no test's own limit
+    reaches (a `pass` body in a loop run at import, e.g. zope's C3 merge); a timeout only counts as the
+    stub being caught, so a limit this much over the original's time costs nothing but that wait."""
+    return STUB_RUN_SECONDS + 5 * sum(durations)
+
+
 @contextlib.contextmanager
 def _runner(manifest: Manifest, settings: Settings, backend: str, env: LocalEnv, logs: Path,
             durations: dict[str, float], jobs: int, notes: list[str]) -> Iterator[TestRunner]:
@@ -442,6 +451,8 @@ def _runner(manifest: Manifest, settings: Settings, backend: str, env: LocalEnv,
         if new_source is None:
             new_source = (tree / relfile).read_text(encoding="utf-8")
         per_test, total = run_limits([durations.get(n, 1.0) for n in nodeids], manifest)
+        if first_failure:
+            total = min(total, stub_run_limit([durations.get(n, 1.0) for n in nodeids]))
         with lock:
             log = logs / f"run-{next(counter):05d}.log"
         ev = pool.run(manifest.name, SampleRun(
