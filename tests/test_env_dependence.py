@@ -9,6 +9,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from coderun import testrun
 from coderun.cli.main import app
 from coderun.config import load_settings
 from coderun.envs.local import baseline_tests_key
@@ -17,7 +18,6 @@ from coderun.manifest import load_manifest
 from coderun.records import TaskStatus
 from coderun.runner.store import RunStore
 from coderun.tasks import build_tasks, load_tasks
-from coderun import testrun
 from tests.helpers import write_tree
 
 DOC = '"""Return the {what}, computed step by step for the caller."""'
