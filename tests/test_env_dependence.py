@@ -175,6 +175,10 @@ def test_eval_in_every_configuration(project, tmp_path):
     assert result.verdict.value == "fail" and "configuration fast" in result.reason
     md = CliRunner().invoke(app, ["report", str(tmp_path / "--ground-truth"), "--format", "md"]).stdout
     assert "environment-dependent" in md and "test_probe_of_an_unroutable_address" in md
+    html = CliRunner().invoke(app, ["report", str(tmp_path / "--ground-truth"), "--format", "html"]).stdout
+    assert 'class="mark"' in html and "env-dependent" in html
+    table = CliRunner().invoke(app, ["report", str(tmp_path / "--ground-truth"), "--wide"]).stdout
+    assert "environment-dependent" in " ".join(table.split())
 
 
 def test_configuration_env_goes_over_tests_env_and_null_removes(tmp_path):
