@@ -89,6 +89,8 @@ def _normalize_url(url: str, manifest: Manifest) -> str:
 
 def _checkout_git(name: str, url: str, rev: str, manifest: Manifest, settings: Settings) -> Checkout:
     url = _normalize_url(url, manifest)
+    if re.fullmatch(r"[0-9a-f]{40}", rev) and (done := _ready_worktree(name, rev, "git", settings)):
+        return done  # a commit is a commit: no mirror or network needed to check it out again
     local = _from_mirrors(name, url, rev, settings)
     if local is not None:
         repo_dir, commit, origin = local
@@ -219,13 +221,10 @@ def _worktree(name: str, repo_dir: Path, commit: str, kind: str, settings: Setti
               upstream: str | None = None, origin: str = "") -> Checkout:
     """A clone of `repo_dir` at `commit`, with its submodules at their recorded commits (git keeps
     symlinks as links). `upstream` is the URL relative submodule URLs are resolved against."""
+    if done := _ready_worktree(name, commit, kind, settings):
+        return done
     dest = settings.sources / f"{name}-{commit[:12]}"
-    if (dest / ".git").exists():
-        repo = git.Repo(dest)
-        if repo.head.commit.hexsha == commit and not repo.is_dirty(untracked_files=True) \
-                and _submodules_ready(repo):
-            return Checkout(name, dest, commit, kind, origin)
-        shutil.rmtree(dest)  # modified in place by someone: restore a clean tree
+    shutil.rmtree(dest, ignore_errors=True)  # absent, or modified in place by someone: make a clean tree
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=".wt-"))
     try:
@@ -233,12 +232,28 @@ def _worktree(name: str, repo_dir: Path, commit: str, kind: str, settings: Setti
         clone.git.checkout("--detach", commit)
         if (tmp / "t" / ".gitmodules").is_file():
             _update_submodules(clone, upstream)
+        (tmp / "t" / ".git" / _ORIGIN_FILE).write_text(origin)
         (tmp / "t").rename(dest)
     except git.GitCommandError as e:
         raise SourceError(f"{name}: cannot check out {commit}: {e.stderr.strip() or e}") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return Checkout(name, dest, commit, kind, origin)
+
+
+_ORIGIN_FILE = "coderun-origin"  # inside the worktree's .git: where its commit was fetched from
+
+
+def _ready_worktree(name: str, commit: str, kind: str, settings: Settings) -> Checkout | None:
+    """The existing clean worktree of `commit`, if there is one."""
+    dest = settings.sources / f"{name}-{commit[:12]}"
+    if not (dest / ".git").exists():
+        return None
+    repo = git.Repo(dest)
+    if repo.head.commit.hexsha != commit or repo.is_dirty(untracked_files=True) or not _submodules_ready(repo):
+        return None
+    origin = dest / ".git" / _ORIGIN_FILE
+    return Checkout(name, dest, commit, kind, origin.read_text() if origin.is_file() else "")
 
 
 def _submodules_ready(repo: git.Repo) -> bool:

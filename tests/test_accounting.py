@@ -186,10 +186,14 @@ def test_build_all_keeps_going_and_records_why_a_project_failed(built, tmp_path)
                         env={"COLUMNS": "200"})
     assert res.exit_code != 0
     assert "task builds" in res.stdout
-    lines = {ln.split()[0]: ln for ln in res.stdout.splitlines() if ln.split() and ln.split()[0] in
-             ("calc", "broken")}
-    assert "2/4" in lines["calc"] and "built" in lines["calc"]
-    assert "none" in lines["broken"] and "0/1" in lines["broken"]
+    table = res.stdout[res.stdout.index("task builds"):]
+    lines: dict[str, list[str]] = {}
+    for ln in table.splitlines():
+        if ln.split():
+            lines.setdefault(ln.split()[0], ln.split())  # the table's row, not the failure line under it
+    assert lines["calc"][1:7] == ["3.11", "built", "2", "0", "2/4", "0"]
+    assert lines["broken"][1:7] == ["3.11", "none", "–", "–", "0/1", "0"]
+    assert "broken failed: pip install failed" in table
     (broken_target,) = load_targets(settings, "broken")
     assert broken_target.reason is Unverified.ENV_FAILED and "pip install" in broken_target.detail
 
@@ -292,3 +296,17 @@ def test_eval_runs_the_supplementary_tests_too(built, tmp_path):
         rows = {t["task_id"]: t for t in report["tasks"]}
         assert rows["calc/calc/ops.py::scaled"]["supplementary"] is True
         assert rows["calc/calc/ops.py::scaled"]["pass@k"]["1"] == expected
+
+
+@pytest.mark.slow
+def test_eval_of_unverifiable_declared_ids_gives_the_manifests_note(built, tmp_path):
+    _, _, manifest_file = built
+    samples = tmp_path / "s.jsonl"
+    samples.write_text("".join(json.dumps({"task_id": i, "solution": "def f(): pass"}) + "\n"
+                               for i in ("CE-lonely", "CE-gone")))
+    res = CliRunner().invoke(app, ["eval", "--backend", "local", "-j", "1", "--samples", str(samples),
+                                   "--project", str(manifest_file), "--run-dir", str(tmp_path / "run")],
+                             env={"COLUMNS": "300"})
+    problems = res.output
+    assert "uncovered: no test executes the body; the manifest says: no test reaches it" in problems, res.output
+    assert "(the manifest says: function absent at the matched commit)" in problems

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from coderun.cli.main import app
 from coderun.config import load_settings
-from coderun.manifest import load_manifest
+from coderun.manifest import all_manifests, load_manifest
 from coderun.runner.store import RunStore
 from coderun.tasks import built_projects, load_tasks
 from coderun.tasks.declared import declared_ids, owner
@@ -166,16 +166,23 @@ def test_tasks_build_all_builds_builtin_and_user_projects_and_goes_on_past_failu
     monkeypatch.setenv("PIP_INDEX_URL", (tmp_path / "index").as_uri())
     for var in ("PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_NO_INDEX"):
         monkeypatch.delenv(var, raising=False)
+    # git sources: no mirror, and git itself refuses the network, so they fail at once wherever this runs
+    monkeypatch.setenv("CODERUN_GIT_MIRRORS", "")
+    monkeypatch.setenv("GIT_ALLOW_PROTOCOL", "file")
     res = CliRunner().invoke(app, ["tasks", "build", "--all", "--projects", str(projects)])
     assert res.exit_code == 4, res.output
     out = _flat(res.output)
-    builtin = ["borgmatic", "cachetools", "federation", "python-dateutil", "shortuuid", "sqlparams",
-               "zope.interface"]
-    for name in builtin:
-        assert f"error: {name}: no sdist of" in out and "from pip's package index" in out
+    builtin = [m.name for m in all_manifests(load_settings())]  # built-in ones only: --projects is not given
+    for m in all_manifests(load_settings()):
+        # an sdist from the empty index fails at once; a git source fails without the network or a mirror
+        assert f"error: {m.name}: " in out
+        if m.source.pypi:
+            assert f"error: {m.name}: no sdist of" in out and "from pip's package index" in out
+        else:
+            assert f"error: {m.name}: git failed for {m.source.git.url}" in out
     assert "calc: 2 candidates (2 from the manifest, 0 discovered)" in out
     assert "manifest targets not found: calc/stats.py::gone" in out
-    assert f"error: 8 of 9 task builds failed: {', '.join([*builtin, 'broken'])}" in out
+    assert f"error: {len(builtin) + 1} of {len(builtin) + 2} task builds failed: {', '.join([*builtin, 'broken'])}" in out
     settings = load_settings()
     assert built_projects(settings) == {"calc"}
     assert [t.name for t in load_tasks(settings)] == ["mean"]

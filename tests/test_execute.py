@@ -4,12 +4,13 @@ early exits, forged output, conftest files and patched reporting never pass."""
 from __future__ import annotations
 
 import pytest
-from sandbox_fixtures import NODEIDS, test_image, tiny_project, tiny_venv  # noqa: F401
+from sandbox_fixtures import LIMITS, NODEIDS, test_image, tiny_project, tiny_venv  # noqa: F401
 from sandbox_fixtures import sandbox as sandbox  # noqa: F401  (the parametrized fixture)
 
 from coderun.records import VerdictKind
 from coderun.runner.execute import run_sample
 from coderun.runner.grade import grade
+from coderun.runner.sandbox import SandboxSpec, create_sandbox
 
 GOOD = "def add(a, b):\n    return a + b\n"
 
@@ -148,3 +149,19 @@ def test_only_the_tests_a_node_id_names_are_built(sandbox, tmp_path):
     ev = run(sandbox, tests, tmp_path, relfile="tests/test_mod.py")
     assert verdict(ev) is VerdictKind.PASS, ev
     assert "deselected" not in (tmp_path / "test.log").read_text()
+
+
+def test_node_ids_are_rooted_at_the_tree_when_an_ini_file_is_below_it(tmp_path, request):
+    """A monorepo (Krake: krake/pytest.ini beside krake/tests): the baseline names tests from the tree's root,
+    so the run must too, or pytest roots the ids at the ini's folder and no wanted id is collected."""
+    root = tmp_path / "project"
+    for rel, text in {"sub/pkg/__init__.py": "", "sub/pkg/mod.py": GOOD, "sub/pytest.ini": "[pytest]\n",
+                      "sub/tests/test_mod.py": "from pkg.mod import add\n\n\ndef test_add():\n"
+                                               "    assert add(1, 2) == 3\n"}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    spec = SandboxSpec(project="mono", project_dir=str(root), python=str(request.getfixturevalue("tiny_venv")),
+                       import_root="sub", limits=LIMITS)
+    with pytest.warns(UserWarning), create_sandbox("local", spec) as sb:
+        ev = run(sb, GOOD, relfile="sub/pkg/mod.py", nodeids=["sub/tests/test_mod.py::test_add"])
+    assert verdict(ev) is VerdictKind.PASS, ev

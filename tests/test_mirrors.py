@@ -75,12 +75,23 @@ def test_mirror_without_the_commit_falls_back_to_the_url(tmp_path, monkeypatch, 
     _bare(repo, tmp_path / "mirrors" / "Owner+Proj.git")
     later = make_repo(repo, {"proj/__init__.py": "X = 3\n"})  # only upstream has it
     monkeypatch.setenv("CODERUN_GIT_MIRRORS", str(tmp_path / "mirrors"))
-    co = checkout(_manifest(tmp_path, later, url=f"file://{repo}"), load_settings())
-    assert co.commit == later and co.origin == f"file://{repo}"
-    assert "does not hold" not in capfd.readouterr().err  # the upstream's own name is not Owner/Proj
     with pytest.raises(SourceError, match="nowhere"):
         checkout(_manifest(tmp_path, later), load_settings())
     assert "does not hold" in capfd.readouterr().err
+    co = checkout(_manifest(tmp_path, later, url=f"file://{repo}"), load_settings())
+    assert co.commit == later and co.origin == f"file://{repo}"
+    assert "does not hold" not in capfd.readouterr().err  # the upstream's own name is not Owner/Proj
+
+
+def test_a_commit_checked_out_once_needs_no_mirror_again(tmp_path, monkeypatch, home, upstream):
+    repo, first, _ = upstream
+    _bare(repo, tmp_path / "mirrors" / "Owner+Proj.git")
+    monkeypatch.setenv("CODERUN_GIT_MIRRORS", str(tmp_path / "mirrors"))
+    co = checkout(_manifest(tmp_path, first), load_settings())
+    monkeypatch.setenv("CODERUN_GIT_MIRRORS", "")
+    assert checkout(_manifest(tmp_path, first), load_settings()) == co  # origin kept with the worktree
+    with pytest.raises(SourceError, match="nowhere"):
+        checkout(_manifest(tmp_path, "main"), load_settings())  # a branch must be resolved: mirror or URL
 
 
 def test_layouts_a_mirror_folder_may_use(tmp_path):

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import stat
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -262,3 +265,13 @@ def test_a_child_that_says_it_exits_but_runs_on_is_waited_for():
     finally:
         os.kill(pid, 9)
         os.waitpid(pid, 0)
+
+
+def test_exit_codes_are_read_without_waitstatus_to_exitcode_missing_before_3_9():
+    """The worker runs in the project's Python: os.waitstatus_to_exitcode (3.9+) broke every 3.7/3.8 worker."""
+    for argv, expected in ([[sys.executable, "-c", "raise SystemExit(3)"], 3],
+                           [[sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"],
+                            -signal.SIGKILL]):
+        proc = subprocess.Popen(argv)
+        _, status = os.waitpid(proc.pid, 0)
+        assert ws._status_code(status) == expected

@@ -38,6 +38,8 @@ class CoderunGroup(TyperGroup):
 
 
 def print_error(e: CoderunError, prefix: str = "") -> None:
+    if e.message.startswith(prefix):  # the message names the project already
+        prefix = ""
     err_console.print(f"[bold red]error:[/] {prefix}", end="", highlight=False)
     err_console.print(str(e), markup=False, highlight=False)
 

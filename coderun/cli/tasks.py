@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.console import Console
-from rich.markup import escape
+from rich.console import Console, Group
+from rich.text import Text
 
 from coderun.cli._common import (
     JsonOption,
@@ -20,7 +20,7 @@ from coderun.cli._common import (
 from coderun.errors import EnvironmentBuildError, UsageError
 from coderun.manifest import find_manifest, known_manifests
 from coderun.records import TargetOutcome, Task
-from coderun.report.terminal import EMPTY, Fit, table_or_stacked
+from coderun.report.terminal import EMPTY, Fit, make_table, table_or_stacked
 from coderun.tasks import ProjectTaskReport, TaskBuildReport, load_targets, load_tasks, prune_tasks
 from coderun.tasks.build import build_project, default_jobs
 from coderun.tasks.store import export_jsonl
@@ -116,18 +116,22 @@ def print_project(p: ProjectTaskReport, out: Console = console) -> None:
         out.print(f"  {note}", style="yellow", soft_wrap=True, markup=False, highlight=False)
 
 
-def summary_table(rows: list[ProjectSummary]) -> Fit:
-    """One line per project: its Python, environment and baseline, declared targets verified, discovered tasks;
-    its source, and why it failed, in a last column or (narrow terminals) on a line under it."""
+def summary_table(rows: list[ProjectSummary]) -> Group:
+    """One line per project: its Python, environment and baseline, declared targets verified, discovered tasks,
+    and its source when the terminal is wide enough; then why each failed project failed."""
     def n(v: int | None) -> str:
         return EMPTY if v is None else str(v)
 
+    head = ["project", "python", "env", "passed", "failed", "targets", "discovered"]
     body = [[r.project, r.python, "built" if r.env else "none", n(r.passed), n(r.failed),
              f"{r.verified}/{r.declared}", str(r.discovered)] for r in rows]
-    where = [r.source + (f" [red]failed: {escape(r.failure)}[/]" if r.failure else "") for r in rows]
-    return table_or_stacked(["project", "python", "env", "passed", "failed", "targets", "discovered"], body,
-                            "source", where, title="task builds (baseline passed/failed; declared targets "
-                            "verified/declared)", left=(0, 1, 2))
+    title = "task builds (baseline passed/failed; declared targets verified/declared)"
+    styles = ["red" if r.failure else None for r in rows]
+    table = Fit(make_table([*head, "source"], [[*b, r.source] for b, r in zip(body, rows, strict=True)],
+                           title=title, left=(0, 1, 2, 7), styles=styles),
+                make_table(head, body, title=title, left=(0, 1, 2), styles=styles))
+    failures = [Text(f"{r.project} failed: {r.failure}", style="red") for r in rows if r.failure]
+    return Group(table, *failures)
 
 
 def _print_levels(report: TaskBuildReport) -> None:

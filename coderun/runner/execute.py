@@ -120,10 +120,12 @@ def _command(sandbox: Sandbox, run: SampleRun) -> list[str]:
     # of the reporter's process, so it is disabled.
     # The test files are collected and the reporter keeps the wanted node ids: an id that does not collect
     # is then a missing test (a failure of that test), not an argument error that runs nothing.
+    # The rootdir is the tree (the cwd), as in the baseline: an ini file below it (a monorepo's
+    # pkg/pytest.ini) would otherwise root the node ids there and none of the wanted ones would match.
     files = list(dict.fromkeys(n.split("::", 1)[0] for n in run.nodeids))
     keep = [arg for n in run.nodeids for arg in ("--coderun-keep", n)]
     return [sandbox.python, "-m", "pytest", "-p", REPORTER_MODULE, "-o", "addopts=", "-q", "--tb=short",
-            "-p", "no:cacheprovider", "-p", "no:xdist", *run.pytest_args, *keep, *files]
+            "-p", "no:cacheprovider", "-p", "no:xdist", "--rootdir=.", *run.pytest_args, *keep, *files]
 
 
 def _env(sandbox: Sandbox, run: SampleRun, harness: str, work: str, report: str, token: str) -> dict[str, str]:

@@ -123,6 +123,11 @@ def _file_hash(path: str, known: tuple[bytes, str] | None) -> str:
     return h.hexdigest()
 
 
+def _status_code(status: int) -> int:
+    """os.waitstatus_to_exitcode, which the worker cannot use: it runs in the project's Python, 3.7 and 3.8 too."""
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
 class _Capped:
     """Head and rolling tail of a stream, at most `limit` bytes kept."""
 
@@ -564,7 +569,7 @@ class Worker:
             _, status = os.waitpid(pid, 0)
         self.sweep(pid, req)
         if code is None:
-            code = os.waitstatus_to_exitcode(status) if status is not None else -9
+            code = _status_code(status) if status is not None else -9
         return code, timed_out
 
     def sweep(self, pid: int, req: dict) -> None:

@@ -94,8 +94,9 @@ def explaining_resolver(settings: Settings, declared: dict[str, Declared], manif
                 return TaskRef(task.task_id, default_prompt(task))
             why = reports[task.project].reasons.get(task.task_id) if task.project in reports else None
             head = f"{d.by(key)} but" if d and d.target else f"task {key}"
+            note = f"; the manifest says: {d.target.status_note}" if d and d.target and d.target.status_note else ""
             return Unavailable(task.task_id, ProblemKind.UNVERIFIED,
-                               f"{head} was not verified ({task.status.value}{': ' + why if why else ''})")
+                               f"{head} was not verified ({task.status.value}{': ' + why if why else ''}{note})")
         if d is None:
             return None
         if not selected(d.project):
@@ -110,8 +111,9 @@ def explaining_resolver(settings: Settings, declared: dict[str, Declared], manif
             return Unavailable(d.task_id, ProblemKind.UNBUILT, f"{d.by(key)}, but {d.project}'s tasks are not "
                                f"built; build them: coderun tasks build {d.project}")
         if d.target.function in report.unresolved:
+            note = f" (the manifest says: {d.target.status_note})" if d.target.status_note else ""
             return Unavailable(d.task_id, ProblemKind.UNBUILT, f"{d.by(key)}, but {d.target.function} is not "
-                               f"in {d.project}'s source at {report.commit[:12]}")
+                               f"in {d.project}'s source at {report.commit[:12]}{note}")
         return Unavailable(d.task_id, ProblemKind.UNBUILT, f"{d.by(key)}, but {d.project}'s stored tasks do not "
                            f"have it (built from an older manifest?); rebuild them: coderun tasks build {d.project}")
 
