@@ -10,7 +10,7 @@ import hashlib
 import json
 import re
 from pathlib import Path, PurePosixPath
-from typing import Literal
+from typing import ClassVar, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -81,6 +81,14 @@ class IgnoredTest(_Strict):
     reason: str
 
 
+class Configuration(_Strict):
+    """One setting the tests run in, for functions whose behaviour depends on it (e.g. a C extension used
+    or not): its variables go over tests.env, and `null` removes one."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    env: dict[str, str | None] = Field(default_factory=dict)
+
+
 class Tests(_Strict):
     runner: Literal["pytest", "unittest"] = "pytest"
     paths: list[str] = Field(default_factory=list, description="test files or directories")
@@ -95,6 +103,22 @@ class Tests(_Strict):
         default_factory=list, description="test files written for this benchmark, kept in the folder named "
         "after the project beside the manifest (projects/<name>/tests/...) and copied into the tree at the "
         "same relative path before tests run; tasks they reach are marked")
+    configurations: list[Configuration] = Field(
+        default_factory=list, description="settings the tasks are verified and evaluated in, each on top of "
+        "env; a sample passes only if it passes in every one (none: tests.env alone)")
+
+    @field_validator("configurations")
+    @classmethod
+    def _distinct(cls, v: list[Configuration]) -> list[Configuration]:
+        names = [c.name for c in v]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"configuration names must differ: {', '.join(twice)} given twice")
+        return v
+
+    # The baseline runs in tests.env alone, so its keys leave the configurations out (and keys made before
+    # they existed still hold).
+    BASELINE_EXCLUDE: ClassVar[set[str]] = {"configurations"}
 
 
 class TaskTarget(_Strict):

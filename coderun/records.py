@@ -99,6 +99,22 @@ class TaskStatus(str, Enum):
     UNRESOLVED = "unresolved"  # the manifest names a function the analyzer cannot find
 
 
+class NetworkAttempt(Record):
+    """A test that tried to reach a non-loopback address in the coverage run: its outcome may depend on
+    the network the sandbox happens to have (a request that fails offline and is caught, say)."""
+
+    nodeid: str
+    addresses: list[str] = Field(default_factory=list)   # "host:port" as the test asked for them, first few
+
+
+class ConfigurationTests(Record):
+    """The tests a task runs in one of the manifest's `tests.configurations`: those of its mapped tests
+    that pass the original there (a test skipped in a configuration is not expected in it)."""
+
+    name: str
+    tests: list[str] = Field(default_factory=list)
+
+
 class Task(Record):
     """One function to regenerate inside its project."""
 
@@ -128,6 +144,21 @@ class Task(Record):
     status: TaskStatus = TaskStatus.UNCOVERED
     explicit: bool = False             # listed in the manifest rather than discovered
     supplementary: bool = False        # some of its tests are the manifest's supplementary ones (not upstream's)
+    # A sample passes only if it passes in every configuration; empty: one run of `tests` with tests.env.
+    configurations: list[ConfigurationTests] = Field(default_factory=list)
+    # The tests still pass with the body replaced by `pass` (returns None) in every configuration: they do
+    # not check what the function returns. The task stays in the benchmark, marked (see README, Tasks).
+    pass_stub_passes: bool = False
+    # Mapped tests that tried to reach the network in the coverage run (environment-dependent).
+    network_tests: list[NetworkAttempt] = Field(default_factory=list)
+
+    @property
+    def environment_dependent(self) -> bool:
+        return bool(self.network_tests)
+
+    def runs(self) -> list[ConfigurationTests]:
+        """What a sample of this task runs: each configuration's tests, or one run of `tests`."""
+        return self.configurations or [ConfigurationTests(name="", tests=list(self.tests))]
 
 
 class Unverified(str, Enum):

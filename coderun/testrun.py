@@ -8,7 +8,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from coderun.errors import EnvironmentBuildError
+from coderun.errors import EnvironmentBuildError, TaskError
 from coderun.manifest import Manifest
 from coderun.records import TestOutcome
 
@@ -36,11 +36,19 @@ def pytest_command(manifest: Manifest, python: str | Path, *, nodeids: list[str]
     return cmd
 
 
-def test_env(manifest: Manifest, tree: str | Path) -> dict[str, str]:
-    """Environment variables a test run of the tree at `tree` needs (besides PATH and the venv)."""
+def test_env(manifest: Manifest, tree: str | Path, configuration: str = "") -> dict[str, str]:
+    """Environment variables a test run of the tree at `tree` needs (besides PATH and the venv), in the
+    named `tests.configurations` entry ("": tests.env alone)."""
     root = Path(tree) / manifest.import_root
-    return {"PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
-            **manifest.tests.env}
+    env = {"PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0",
+           **manifest.tests.env}
+    if configuration:
+        conf = next((c for c in manifest.tests.configurations if c.name == configuration), None)
+        if conf is None:
+            raise TaskError(f"{manifest.name}: no configuration {configuration!r} in tests.configurations",
+                            hint="the tasks were built with another manifest: build them again")
+        env.update(conf.env)
+    return {k: v for k, v in env.items() if v is not None}
 
 
 def _nodeid(case: ET.Element, rootdir: Path | None) -> str:

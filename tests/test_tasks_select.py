@@ -11,7 +11,7 @@ from coderun.manifest import parse_manifest
 from coderun.records import Level, Task, TaskStatus
 from coderun.tasks import find_task, load_tasks, store
 from coderun.tasks.discovery import glob_regex, is_english, select
-from coderun.tasks.verify import TaskTests, unstable_tests, verify_task
+from coderun.tasks.verify import Shared, TaskTests, unstable_tests, verify_task
 from tests.helpers import write_tree
 
 BODY = "    a = 1\n    b = 2\n    c = a + b\n    return c\n"
@@ -98,27 +98,39 @@ def test_is_english():
 
 
 class ScriptedRunner:
-    """Runs nothing: answers from a table (the real runs are in test_tasks_build.py)."""
+    """Runs nothing: answers from a table (the real runs are in test_tasks_build.py). `blanked` holds the
+    outcomes with `raise NotImplementedError`, `pass_stub` those with `pass` (default: as `blanked`), each
+    keyed by test, or by (configuration, test) to differ per configuration."""
 
-    def __init__(self, original: dict[str, list[str]], blanked: dict[str, str]):
+    def __init__(self, original: dict, blanked: dict, pass_stub: dict | None = None):
         self.original = {k: list(v) for k, v in original.items()}
         self.blanked = blanked
+        self.pass_stub = blanked if pass_stub is None else pass_stub
         self.calls: list[tuple[str | None, bool, list[str]]] = []
 
-    def __call__(self, relfile, new_source, nodeids, *, first_failure=False):
+    def __call__(self, relfile, new_source, nodeids, *, first_failure=False, configuration=""):
         self.calls.append((relfile, new_source is not None, list(nodeids)))
-        assert first_failure == (new_source is not None)  # only the blank run may stop early
+        assert first_failure == (new_source is not None)  # only the stub runs may stop early
         if new_source is not None:
-            return {n: self.blanked.get(n, "passed") for n in nodeids}
-        return {n: self.original[n].pop(0) if self.original.get(n) else "passed" for n in nodeids}
+            table = self.pass_stub if new_source.endswith("pass") else self.blanked
+            return {n: table.get((configuration, n), table.get(n, "passed")) for n in nodeids}
+        return {n: _pop(self.original, (configuration, n)) or _pop(self.original, n) or "passed" for n in nodeids}
 
 
-def blank(src, qual, lineno):
-    return src + "\n# blanked"
+def _pop(table: dict, key) -> str | None:
+    return table[key].pop(0) if table.get(key) else None
+
+
+def blank(src, qual, lineno, statement):
+    return src + "\n# blanked: " + statement
 
 
 def spec(*tests):
     return TaskTests("p/f.py::f", "f.py", "f", 1, tuple(tests))
+
+
+def shared(flaky=(), always=(), conf=""):
+    return {conf: Shared(frozenset(flaky), frozenset(always))}
 
 
 def test_unstable_tests_counts_every_run():
@@ -129,29 +141,58 @@ def test_unstable_tests_counts_every_run():
 
 def test_verified_weak_uncovered_flaky_broken():
     r = ScriptedRunner({}, {"t1": "failed"})
-    v = verify_task(spec("t1", "t2"), r, "src", blank, flaky=set(), always_failed=set())
-    assert v.status is TaskStatus.VERIFIED and v.blank_failed == ("t1",)
-    assert [c[1] for c in r.calls] == [False, True]   # the task's own original run, then the blank run
+    v = verify_task(spec("t1", "t2"), r, "src", blank, shared())
+    assert v.status is TaskStatus.VERIFIED and v.blank_failed == ("t1",) and not v.pass_stub_passes
+    # the task's own original run, the `raise` run, the `pass` run
+    assert [c[1] for c in r.calls] == [False, True, True]
 
-    v = verify_task(spec("t2"), ScriptedRunner({}, {}), "src", blank, flaky=set(), always_failed=set())
+    v = verify_task(spec("t2"), ScriptedRunner({}, {}), "src", blank, shared())
     assert v.status is TaskStatus.WEAK
 
-    assert verify_task(spec(), r, "src", blank, flaky=set(), always_failed=set()).status is TaskStatus.UNCOVERED
+    assert verify_task(spec(), r, "src", blank, shared()).status is TaskStatus.UNCOVERED
 
     v = verify_task(spec("t1", "t2"), ScriptedRunner({"t2": ["failed"]}, {"t1": "failed"}), "src", blank,
-                    flaky={"t1"}, always_failed=set())
+                    shared(flaky={"t1"}))
     assert v.status is TaskStatus.FLAKY and v.flaky == ("t1", "t2")
 
-    v = verify_task(spec("t1"), ScriptedRunner({"t1": ["failed"]}, {}), "src", blank, flaky={"t1"},
-                    always_failed={"t1"})
+    v = verify_task(spec("t1"), ScriptedRunner({"t1": ["failed"]}, {}), "src", blank,
+                    shared(flaky={"t1"}, always={"t1"}))
     assert v.status is TaskStatus.BROKEN
 
 
 def test_flaky_test_dropped_before_the_blank_run():
     r = ScriptedRunner({}, {"t1": "failed", "t2": "passed"})
-    v = verify_task(spec("t1", "t2"), r, "src", blank, flaky={"t1"}, always_failed=set())
+    v = verify_task(spec("t1", "t2"), r, "src", blank, shared(flaky={"t1"}))
     assert v.status is TaskStatus.WEAK and v.tests == ("t2",) and v.flaky == ("t1",)
     assert r.calls[-1][2] == ["t2"]
+
+
+def test_tests_a_pass_body_passes_mark_the_task():
+    """A body returning None that the tests accept: the task stays verified, marked pass_stub_passes."""
+    r = ScriptedRunner({}, {"t1": "failed"}, pass_stub={})
+    v = verify_task(spec("t1"), r, "src", blank, shared())
+    assert v.status is TaskStatus.VERIFIED and v.pass_stub_passes and v.configurations == ()
+
+
+def test_a_stub_caught_in_one_configuration_only_is_not_weak():
+    """The `pass` stub passes where the variable is set and fails where it is not: not marked."""
+    confs = {**shared(conf="pure"), **shared(conf="c")}
+    r = ScriptedRunner({}, {"t1": "failed"}, pass_stub={("c", "t1"): "failed"})
+    v = verify_task(spec("t1"), r, "src", blank, confs)
+    assert v.status is TaskStatus.VERIFIED and not v.pass_stub_passes
+    assert v.configurations == (("pure", ("t1",)), ("c", ("t1",)))
+
+    r = ScriptedRunner({}, {"t1": "failed"}, pass_stub={})
+    assert verify_task(spec("t1"), r, "src", blank, confs).pass_stub_passes
+
+
+def test_a_test_failing_every_run_of_one_configuration_is_not_expected_there():
+    """Skipped (or failing) in every run of one configuration: kept for the others, not flaky."""
+    confs = {**shared(conf="pure", always={"t2"}), **shared(conf="c")}
+    r = ScriptedRunner({("pure", "t2"): ["skipped"]}, {"t1": "failed"})
+    v = verify_task(spec("t1", "t2"), r, "src", blank, confs)
+    assert v.status is TaskStatus.VERIFIED and v.tests == ("t1", "t2") and v.flaky == ()
+    assert dict(v.configurations) == {"pure": ("t1",), "c": ("t1", "t2")}
 
 
 # -- store ------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from coderun.cli._common import (
 )
 from coderun.errors import EnvironmentBuildError, UsageError
 from coderun.manifest import find_manifest, known_manifests
-from coderun.records import TargetOutcome
+from coderun.records import TargetOutcome, Task
 from coderun.report.terminal import EMPTY, Fit, make_table, table_or_stacked
 from coderun.tasks import ProjectTaskReport, TaskBuildReport, load_targets, load_tasks, prune_tasks
 from coderun.tasks.build import build_project, default_jobs
@@ -30,7 +30,8 @@ app = typer.Typer(no_args_is_help=True, help="Tasks: target functions, their tes
                   "can tell right from wrong.")
 
 _LIST_FIELDS = ("task_id", "aliases", "project", "file", "qualname", "name", "level", "tests", "source",
-                "status", "mapping", "explicit", "flaky_tests", "test_files", "signature", "supplementary")
+                "status", "mapping", "explicit", "flaky_tests", "test_files", "signature", "supplementary",
+                "configurations", "pass_stub_passes", "network_tests")
 
 
 @app.command("build")
@@ -161,16 +162,41 @@ def list_(project: str = typer.Option(None, "--project", help="Only this project
             print_json(t.model_dump(mode="json", include=set(_LIST_FIELDS)))
         return
     rows = [[t.task_id, t.level.value, f"{t.status.value}{SUPPLEMENTARY_MARK if t.supplementary else ''}",
-             str(len(t.tests))] for t in tasks]
-    console.print(table_or_stacked(["task", "level", "status", "tests"], rows,
-                                   "aliases", [", ".join(t.aliases) for t in tasks], left=(0, 1, 2)))
+             str(len(t.tests)), _flags(t)] for t in tasks]
+    console.print(table_or_stacked(["task", "level", "status", "tests", "flags"], rows,
+                                   "aliases", [", ".join(t.aliases) for t in tasks], left=(0, 1, 2, 4)))
     console.print(f"{len(tasks)} tasks")
     if any(t.supplementary for t in tasks):
         console.print(SUPPLEMENTARY_NOTE)
+    for note in _flag_notes(tasks):
+        console.print(note)
     unverified = sum(not o.verified for o in load_targets(s, project=project))
     if unverified:
         console.print(f"{unverified} targets declared by the manifests are not verified; why: "
                       "coderun tasks list --targets")
+
+
+def _flags(t: Task) -> str:
+    """What the build found about a task's tests: `weak` (a `pass` body passes them), `network` (some
+    tried to reach the network), `Nconf` (run in N configurations)."""
+    flags = (["weak"] if t.pass_stub_passes else []) + (["network"] if t.network_tests else [])
+    if len(t.configurations) > 1:
+        flags.append(f"{len(t.configurations)}conf")
+    return " ".join(flags) or EMPTY
+
+
+def _flag_notes(tasks: list[Task]) -> list[str]:
+    notes = []
+    weak = sum(t.pass_stub_passes for t in tasks)
+    if weak:
+        notes.append(f"weak: {weak} tasks whose tests pass with the body replaced by `pass` (returns None); "
+                     "kept in the benchmark and marked in reports")
+    network = [t for t in tasks if t.network_tests]
+    if network:
+        tests = sorted({a.nodeid for t in network for a in t.network_tests})
+        notes.append(f"network: {len(network)} environment-dependent tasks, whose tests tried to reach a "
+                     f"non-loopback address in the task build: {', '.join(tests)}")
+    return notes
 
 
 SUPPLEMENTARY_MARK = "*"

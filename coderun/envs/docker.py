@@ -131,7 +131,7 @@ def plan_image(manifest: Manifest, settings: Settings, client: docker.DockerClie
         dockerlib.recipe_text("source.Dockerfile"))
     key = dockerlib.content_hash(
         f"{manifest.name}:src-{source_key}", baseline_script(manifest, co.commit),
-        json.dumps(manifest.tests.model_dump(mode="json"), sort_keys=True),
+        json.dumps(manifest.tests.model_dump(mode="json", exclude=manifest.tests.BASELINE_EXCLUDE), sort_keys=True),
         dockerlib.recipe_text("baseline.Dockerfile"))
     return ImagePlan(manifest, co, spec, deps_key, source_key, key)
 

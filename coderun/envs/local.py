@@ -85,6 +85,13 @@ class LocalEnv:
             return False
 
 
+def baseline_tests_key(manifest: Manifest) -> str:
+    """The venv depends on the install spec only; the baseline also on how the tests are run (in tests.env
+    alone: the configurations do not count)."""
+    data = manifest.tests.model_dump_json(exclude=manifest.tests.BASELINE_EXCLUDE)
+    return hashlib.sha256(data.encode()).hexdigest()[:16]
+
+
 def _env_for(manifest: Manifest, settings: Settings, co: Checkout) -> LocalEnv:
     interpreter, _ = find_python(manifest.python)
     # The interpreter actually used is part of the key: installing python3.9 later rebuilds.
@@ -92,8 +99,7 @@ def _env_for(manifest: Manifest, settings: Settings, co: Checkout) -> LocalEnv:
     key = manifest.install_hash(co.commit, ENV_RECIPE_VERSION, _version_of(str(interpreter)) or "",
                                 *([f"as-of {as_of}"] if as_of else []))
     path = settings.envs / f"{manifest.name}-{key}"
-    # The venv depends on the install spec only; the baseline also on how the tests are run.
-    tests_key = hashlib.sha256(manifest.tests.model_dump_json().encode()).hexdigest()[:16]
+    tests_key = baseline_tests_key(manifest)
     if manifest.install.pre_install:  # every stage uses the tree the commands prepared, never the bare checkout
         co = replace(co, path=path / "project")
     return LocalEnv(manifest.name, path, path / "venv" / "bin" / "python", co, key, tests_key, as_of)

@@ -80,6 +80,8 @@ class TaskRow(Model):
     pass_at_k: dict[str, float | None] = Field(alias="pass@k")
     samples: list[SampleRow]
     supplementary: bool = False  # its tests include ones written for the benchmark (tests.supplementary)
+    pass_stub_passes: bool = False  # its tests pass with the body replaced by `pass` (weak on return values)
+    network_tests: list[str] = Field(default_factory=list)  # its tests that tried to reach the network
 
 
 class RunReport(Model):
@@ -197,7 +199,9 @@ def _task_row(task: RunTask, results: list[Result], ks: Sequence[int], under_k: 
                for r in sorted(results, key=lambda r: r.index)]
     return TaskRow(task_id=task.task_id, project=task.project, level=task.level.value, n=n, c=c, infra=infra,
                    pass_at_k={str(k): v.value for k, v in table.items()}, samples=samples,
-                   supplementary=task.task is not None and task.task.supplementary)
+                   supplementary=task.task is not None and task.task.supplementary,
+                   pass_stub_passes=task.task is not None and task.task.pass_stub_passes,
+                   network_tests=[a.nodeid for a in task.task.network_tests] if task.task is not None else [])
 
 
 # ----------------------------------------------------------------------------------- comparisons

@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from coderun.records import Package, VerdictKind  # noqa: E402
 from coderun.report.aggregate import Comparison, RunReport, TaskRow, report_files  # noqa: E402
-from coderun.report.render import FAILURE_ORDER, group_rows, pct  # noqa: E402
+from coderun.report.render import FAILURE_ORDER, group_rows, pct, task_notes  # noqa: E402
 from coderun.runner.metrics import CONTEXT_KINDS  # noqa: E402
 from coderun.versions import ENVIRONMENT_FILE  # noqa: E402
 
@@ -34,7 +34,7 @@ LOG_LINES = 30
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1200px;color:#222}
 h1{font-size:1.6em;margin-bottom:4px} h2{margin-top:32px;border-bottom:1px solid #ddd;padding-bottom:4px}
-.meta{color:#666;font-size:.9em} .note{color:#555;font-size:.9em;background:#f6f6f6;padding:6px 10px;border-radius:4px}
+.meta{color:#666;font-size:.9em} .mark{font-size:.75em;background:#fde9c8;border-radius:3px;padding:0 4px} .note{color:#555;font-size:.9em;background:#f6f6f6;padding:6px 10px;border-radius:4px}
 table{border-collapse:collapse;margin:8px 0;font-size:.9em} th,td{border:1px solid #ddd;padding:3px 8px}
 th{background:#f0f0f0} td.num{text-align:right;font-variant-numeric:tabular-nums}
 .charts{display:flex;flex-wrap:wrap;gap:12px} .chart{flex:0 1 580px;max-width:760px} .chart svg{width:100%;height:auto}
@@ -94,6 +94,7 @@ def _run_section(r: RunReport, several: bool) -> list[str]:
     if excluded:
         notes.append('<p class="note">Left out of pass@k for having fewer than k graded samples: '
                      + ", ".join(f"{v} tasks at k={k}" for k, v in excluded.items()) + "</p>")
+    notes += [f'<p class="note">{_e(line)}</p>' for line in task_notes(r)]
     return [head, meta, _summary_table(r), *notes, f'<div class="charts">{"".join(charts)}</div>']
 
 
@@ -249,8 +250,21 @@ def _task_row(r: RunReport, t: TaskRow, ks: list[str], base: Path) -> str:
             excerpt = (f"<details><summary>#{s.sample} log</summary><pre>{_e(chr(10).join(lines))}</pre>"
                        f'<a href="{_e(_link(log, base))}">full log</a></details>')
     cells = "".join(f'<td class="num">{pct(t.pass_at_k[k])}</td>' for k in ks)
-    return (f"<tr><td><code>{_e(t.task_id)}</code></td><td>{_e(t.level)}</td><td class=num>{t.n}</td>"
+    marks = "".join(f' <span class="mark" title="{_e(why)}">{label}</span>' for label, why in _marks(t))
+    return (f"<tr><td><code>{_e(t.task_id)}</code>{marks}</td><td>{_e(t.level)}</td><td class=num>{t.n}</td>"
             f"<td class=num>{t.c}</td>{cells}<td>{''.join(chips)}</td><td>{excerpt}</td></tr>")
+
+
+def _marks(t: TaskRow) -> list[tuple[str, str]]:
+    """(label, why) for what the task build found about the task's tests."""
+    out = []
+    if t.supplementary:
+        out.append(("supplementary", "tested by tests written for this benchmark"))
+    if t.pass_stub_passes:
+        out.append(("weak", "its tests pass with the body replaced by `pass`"))
+    if t.network_tests:
+        out.append(("env-dependent", "tests that tried to reach the network: " + ", ".join(t.network_tests)))
+    return out
 
 
 def _link(path: Path, base: Path) -> str:

@@ -132,11 +132,30 @@ def _notes(r: RunReport) -> list[str]:
                      "to count such a task as solved when any of its samples passed).")
     if r.overall.infra:
         notes.append(f"{r.overall.infra} samples hit infrastructure errors; they are left out of pass@k.")
+    notes += task_notes(r)
+    return [*notes, ""] if notes else []
+
+
+def task_notes(r: RunReport) -> list[str]:
+    """What the task build found about the run's tasks' tests: written for the benchmark, blind to return
+    values, or dependent on the network (every report format shows these)."""
+    notes = []
     supplementary = [t.task_id for t in r.tasks if t.supplementary]
     if supplementary:
         notes.append(f"{len(supplementary)} tasks are tested (also) by supplementary tests written for this "
                      f"benchmark, not by their project's own: {', '.join(supplementary)}.")
-    return [*notes, ""] if notes else []
+    weak = [t for t in r.tasks if t.pass_stub_passes]
+    if weak:
+        passed = sum(t.c for t in weak)
+        notes.append(f"{len(weak)} tasks are weak: their tests pass with the body replaced by `pass` (they do not "
+                     f"check what the function returns); {passed} passing samples are on them: "
+                     f"{', '.join(t.task_id for t in weak)}.")
+    network = [t for t in r.tasks if t.network_tests]
+    if network:
+        notes.append(f"{len(network)} tasks are environment-dependent: some of their tests tried to reach the "
+                     "network in the task build, so their outcome may depend on the network the sandbox has: "
+                     + "; ".join(f"{t.task_id} ({', '.join(t.network_tests)})" for t in network) + ".")
+    return notes
 
 
 def _md_side_by_side(reports: Sequence[RunReport]) -> list[str]:

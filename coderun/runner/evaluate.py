@@ -29,6 +29,7 @@ from coderun.config import Settings
 from coderun.errors import SandboxError, StoreError, TaskError, UsageError
 from coderun.manifest import Manifest, find_manifest
 from coderun.records import (
+    ConfigurationTests,
     Evidence,
     Level,
     Package,
@@ -212,7 +213,7 @@ class _Unit:
 
     @property
     def cost(self) -> float:
-        return sum(self.task.test_durations.values())
+        return sum(self.task.test_durations.values()) * len(self.task.runs())
 
 
 def execute(store: RunStore, settings: Settings, *, jobs: int | None = None,
@@ -421,33 +422,40 @@ def _evaluate_unit(unit: _Unit, store: RunStore, pool: WorkerPool | NaivePool, p
     if not spliced.ok:
         verdict = grade_unspliceable(spliced.error.value if spliced.error else "syntax", spliced.message)
     else:
-        log_path = store.path / "logs" / _slug(task.task_id) / f"{first.index}.log"
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        evidence = _run(unit, pool, project, spliced.new_source, log_path)
         site = SpliceSite(file=task.file, ranges=(spliced.function_lines,) if spliced.function_lines else (),
                           class_name=task.class_name, project_packages=project.packages)
-        verdict = grade(task.tests, evidence, site)
+        # In every configuration the task has (tests.configurations); the first that fails decides.
+        for i, conf in enumerate(task.runs()):
+            log_path = store.path / "logs" / _slug(task.task_id) / (
+                f"{first.index}.log" if i == 0 else f"{first.index}.{conf.name}.log")
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            evidence = _run(unit, pool, project, spliced.new_source, log_path, conf)
+            verdict = grade(conf.tests, evidence, site)
+            if verdict.verdict is not VerdictKind.PASS:
+                if conf.name:
+                    verdict = verdict.model_copy(update={"reason": f"{verdict.reason} (configuration {conf.name})"})
+                break
     return _record(store, unit, verdict, evidence, spliced_path, log_path, time.monotonic() - started)
 
 
 def _run(unit: _Unit, pool: WorkerPool | NaivePool, project: _Project, new_source: str,
-         log_path: Path) -> Evidence:
+         log_path: Path, conf: ConfigurationTests) -> Evidence:
     task, manifest = unit.task, project.manifest
-    per_test, total = _timeouts(task, manifest)
-    env = {k: v for k, v in test_env(manifest, project.tree).items() if k != "PYTHONPATH"}
+    per_test, total = _timeouts(task, manifest, conf.tests)
+    env = {k: v for k, v in test_env(manifest, project.tree, conf.name).items() if k != "PYTHONPATH"}
     # --maxfail=1: one failing expected test decides the verdict and its class, so a wrong sample does not
     # also spend every other test's time limit.
-    run = SampleRun(relfile=task.file, new_source=new_source, nodeids=list(task.tests), timeout=total,
+    run = SampleRun(relfile=task.file, new_source=new_source, nodeids=list(conf.tests), timeout=total,
                     per_test_timeout=per_test, env=env, pytest_args=(*manifest.tests.args, "--maxfail=1"),
                     log_path=log_path)
     try:
         return pool.run(task.project, run)
     except SandboxError as e:  # the sandbox could not even start
-        return Evidence(expected=task.tests, infra_error=str(e))
+        return Evidence(expected=conf.tests, infra_error=str(e))
 
 
-def _timeouts(task: Task, manifest: Manifest) -> tuple[float, float]:
-    return run_limits([task.test_durations.get(n, 1.0) for n in task.tests], manifest)
+def _timeouts(task: Task, manifest: Manifest, tests: list[str]) -> tuple[float, float]:
+    return run_limits([task.test_durations.get(n, 1.0) for n in tests], manifest)
 
 
 def run_limits(durations: list[float], manifest: Manifest) -> tuple[float, float]:

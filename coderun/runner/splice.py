@@ -767,10 +767,12 @@ def splice(original_file_source: str, target_qualname: str, sample_code: str, *,
     return SpliceResult(ok=True, new_source=new_source, function_lines=lines, **common)
 
 
-def blank_body(original_file_source: str, qualname: str, *, lineno: int | None = None) -> str:
-    """The file with the function's body replaced by `raise NotImplementedError` (docstring kept).
+def blank_body(original_file_source: str, qualname: str, *, lineno: int | None = None,
+               statement: str = "raise NotImplementedError") -> str:
+    """The file with the function's body replaced by `statement` (docstring kept).
 
-    Used to check that a task's tests notice the function missing.
+    Used to check that a task's tests notice the function missing (and, with `pass`, that they look at
+    what it returns).
     """
     data = original_file_source.encode("utf-8")
     target = _find_original(_parse(data), qualname, lineno)
@@ -786,5 +788,5 @@ def blank_body(original_file_source: str, qualname: str, *, lineno: int | None =
     keep = indent if same_line else ""
     if first is not None and first.type == "expression_statement" and _is_docstring_or_noise(first):
         keep += _text(first) + indent
-    replacement = (keep + "raise NotImplementedError").encode()
+    replacement = (keep + statement).encode()
     return (data[:body.start_byte] + replacement + data[body.end_byte:]).decode("utf-8")

@@ -31,12 +31,22 @@ from coderun.config import Settings
 from coderun.envs.local import LocalEnv, build_local_env, find_local_env, load_baseline
 from coderun.errors import CoderunError, EnvironmentBuildError, SandboxError, SourceError, TaskError
 from coderun.manifest import Manifest, supplementary_files
-from coderun.records import Level, Record, TargetOutcome, Task, TaskStatus, Unverified
+from coderun.records import (
+    ConfigurationTests,
+    Level,
+    NetworkAttempt,
+    Record,
+    TargetOutcome,
+    Task,
+    TaskStatus,
+    Unverified,
+)
 from coderun.tasks import store
 from coderun.tasks.coverage_map import CoverageMap, cap_tests, collect_coverage, test_file
 from coderun.tasks.discovery import Candidate, select, task_id
 from coderun.tasks.verify import (
     ORIGINAL_RUNS,
+    Shared,
     TaskTests,
     TestRunner,
     Verification,
@@ -47,10 +57,12 @@ from coderun.tasks.verify import (
 _err = Console(stderr=True)
 
 # Part of the key under which an unfinished build's decisions are kept: bump when verification changes.
-VERIFY_VERSION = "2"
+VERIFY_VERSION = "3"
 # Without a terminal, a progress line every this many tasks or seconds (whichever comes first).
 LINE_EVERY_TASKS = 10
 LINE_EVERY_SECONDS = 30.0
+# Whole-run limit of a run with a stubbed body, over five times its tests' baseline time (see stub_run_limit).
+STUB_RUN_SECONDS = 60.0
 
 
 class ProjectTaskReport(Record):
@@ -81,6 +93,10 @@ class ProjectTaskReport(Record):
     verify_seconds: float = 0.0               # of `seconds`: the verification runs
     fallbacks: list[str] = Field(default_factory=list)  # runs that fell back from workers to naive
     seconds: float = 0.0
+    configurations: list[str] = Field(default_factory=list)  # tests.configurations every task ran in
+    pass_stub_passes: list[str] = Field(default_factory=list)  # verified tasks whose tests a `pass` body passes
+    network_tests: dict[str, list[str]] = Field(default_factory=dict)  # mapped test -> addresses it tried
+    network_note: str = ""                   # why network use could not be checked
 
 
 class TaskBuildReport(Record):
@@ -277,7 +293,8 @@ def _verify_all(manifest: Manifest, env: LocalEnv, runner: TestRunner, mapped: l
     say = _err.print if progress else (lambda *a, **k: None)
     specs = [(c, TaskTests(_tid(manifest, c), c.function.file, c.function.qualname, c.function.lineno,
                            tuple(tests))) for c, tests in mapped]
-    flaky, always = _shared_runs(manifest, runner, {n for _, tests in mapped for n in tests}, kept, say)
+    shared = {conf: _shared_runs(manifest, runner, {n for _, tests in mapped for n in tests}, kept, say, conf)
+              for conf in configuration_names(manifest)}
     out: dict[str, Verification] = {}
     todo = []
     for _, spec in specs:
@@ -294,7 +311,7 @@ def _verify_all(manifest: Manifest, env: LocalEnv, runner: TestRunner, mapped: l
 
     def one(spec: TaskTests) -> Verification:
         return verify_task(spec, runner, sources.get(spec.file, ""),
-                           lambda src, q, ln: blank_body(src, q, lineno=ln), flaky=flaky, always_failed=always)
+                           lambda src, q, ln, stmt: blank_body(src, q, lineno=ln, statement=stmt), shared)
 
     with _Meter(manifest.name, len(specs), Counter(v.status.value for v in out.values()), progress) as meter:
         for spec, v in _parallel(one, todo, jobs, say):
@@ -304,17 +321,24 @@ def _verify_all(manifest: Manifest, env: LocalEnv, runner: TestRunner, mapped: l
     return out
 
 
-def _shared_runs(manifest: Manifest, runner: TestRunner, union: set[str], kept: _Kept, say
-                 ) -> tuple[set[str], set[str]]:
+def configuration_names(manifest: Manifest) -> list[str]:
+    """The configurations every task is verified (and evaluated) in; [""]: tests.env alone."""
+    return [c.name for c in manifest.tests.configurations] or [""]
+
+
+def _shared_runs(manifest: Manifest, runner: TestRunner, union: set[str], kept: _Kept, say, conf: str
+                 ) -> Shared:
     """(flaky, always failed) from the runs of the original on every mapped test at once, or as kept."""
-    key = "shared:" + hashlib.sha256("\n".join(sorted(union)).encode()).hexdigest()[:16]
+    key = "shared:" + hashlib.sha256("\n".join([conf, *sorted(union)]).encode()).hexdigest()[:16]
     if key in kept.records:
         d = json.loads(kept.records[key])
-        return set(d["flaky"]), set(d["always"])
-    say(f"[bold]{manifest.name}[/]: running the original x{ORIGINAL_RUNS - 1} on all {len(union)} mapped tests")
-    flaky, always = unstable_tests(runner, union, ORIGINAL_RUNS - 1)
+        return Shared(frozenset(d["flaky"]), frozenset(d["always"]))
+    where = f" in configuration {conf}" if conf else ""
+    say(f"[bold]{manifest.name}[/]: running the original x{ORIGINAL_RUNS - 1} on all {len(union)} mapped tests"
+        + where)
+    flaky, always = unstable_tests(runner, union, ORIGINAL_RUNS - 1, conf)
     kept.keep(key, json.dumps({"flaky": sorted(flaky), "always": sorted(always)}))
-    return flaky, always
+    return Shared(frozenset(flaky), frozenset(always))
 
 
 def _parallel(fn: Callable[[TaskTests], Verification], todo: list[TaskTests], jobs: int, say
@@ -393,6 +417,13 @@ class _Meter:
                    f"{elapsed // 3600}:{elapsed // 60 % 60:02d}:{elapsed % 60:02d}", highlight=False)
 
 
+def stub_run_limit(durations: list[float]) -> float:
+    """The whole-run limit of a stubbed body's run. A stub can loop forever where no test's own limit
+    reaches (a `pass` body in a loop run at import, e.g. zope's C3 merge); a timeout only counts as the
+    stub being caught, so a limit this much over the original's time costs nothing but that wait."""
+    return STUB_RUN_SECONDS + 5 * sum(durations)
+
+
 @contextlib.contextmanager
 def _runner(manifest: Manifest, settings: Settings, backend: str, env: LocalEnv, logs: Path,
             durations: dict[str, float], jobs: int, notes: list[str]) -> Iterator[TestRunner]:
@@ -410,20 +441,23 @@ def _runner(manifest: Manifest, settings: Settings, backend: str, env: LocalEnv,
     counter = itertools.count(1 + max((int(p.stem[4:]) for p in logs.glob("run-*.log") if p.stem[4:].isdigit()),
                                       default=0))
     tree = env.checkout.path
-    t_env = {k: v for k, v in test_env(manifest, tree).items() if k != "PYTHONPATH"}
+    t_envs = {conf: {k: v for k, v in test_env(manifest, tree, conf).items() if k != "PYTHONPATH"}
+              for conf in configuration_names(manifest)}
 
     def run(relfile: str | None, new_source: str | None, nodeids: list[str], *,
-            first_failure: bool = False) -> dict[str, str]:
+            first_failure: bool = False, configuration: str = "") -> dict[str, str]:
         # Every run writes one file: with nothing to change, write a test file back unchanged.
         relfile = relfile or test_file(nodeids[0])
         if new_source is None:
             new_source = (tree / relfile).read_text(encoding="utf-8")
         per_test, total = run_limits([durations.get(n, 1.0) for n in nodeids], manifest)
+        if first_failure:
+            total = min(total, stub_run_limit([durations.get(n, 1.0) for n in nodeids]))
         with lock:
             log = logs / f"run-{next(counter):05d}.log"
         ev = pool.run(manifest.name, SampleRun(
             relfile=relfile, new_source=new_source, nodeids=list(nodeids), timeout=total,
-            per_test_timeout=per_test, env=t_env,
+            per_test_timeout=per_test, env=t_envs[configuration],
             pytest_args=(*manifest.tests.args, *(["-x"] if first_failure else [])), log_path=log,
             template=False))  # no two runs of a verification are alike: a template would not pay off
         if ev.infra_error:
@@ -457,7 +491,11 @@ def _task(manifest: Manifest, env: LocalEnv, c: Candidate, tests: list[str], kin
         oracle_context=fn.oracle_context, all_context=fn.all_context, tests=kept,
         test_files=files, test_durations={n: covmap.outcomes[n].duration for n in kept if n in covmap.outcomes},
         mapping=kind, flaky_tests=list(v.flaky), status=v.status, explicit=c.explicit,
-        supplementary=bool(supplementary.intersection(files)))
+        supplementary=bool(supplementary.intersection(files)),
+        configurations=[ConfigurationTests(name=n, tests=list(t)) for n, t in v.configurations],
+        pass_stub_passes=v.pass_stub_passes,
+        network_tests=[NetworkAttempt(nodeid=n, addresses=list(covmap.network[n])) for n in kept
+                       if n in covmap.network])
 
 
 def _report(manifest: Manifest, env: LocalEnv, backend: str, include_weak: bool, selection, covmap: CoverageMap,
@@ -473,5 +511,9 @@ def _report(manifest: Manifest, env: LocalEnv, backend: str, include_weak: bool,
         statuses=dict(Counter(t.status.value for t in tasks)), levels=dict(levels),
         flaky_tests=sorted({n for t in tasks for n in t.flaky_tests}),
         reasons={tid: v.reason for tid, v in verdicts.items() if v.reason},
-        seconds=round(time.monotonic() - started, 1), **build)
+        seconds=round(time.monotonic() - started, 1),
+        configurations=[c.name for c in manifest.tests.configurations],
+        pass_stub_passes=sorted(t.task_id for t in tasks if t.pass_stub_passes),
+        network_tests={n: list(a) for t in tasks for n, a in ((x.nodeid, x.addresses) for x in t.network_tests)},
+        network_note=covmap.network_note, **build)
 

@@ -29,13 +29,19 @@ from coderun.testrun import pytest_command, test_env
 # Loaded into the project's pytest with `-p coderun_covctx`; runs inside the project's venv, so it
 # must work with every pytest and coverage version the built-in projects pin (pytest>=6, coverage>=5).
 _PLUGIN = '''
-import json, os
+import ipaddress, json, os, socket, sys
 import coverage
 
 _outcomes = {}
+_network = {}          # node id -> addresses outside loopback it tried to reach
+_current = ""
+_HOSTNAME = socket.gethostname().lower()
+_LOCAL_NAMES = {"", "localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback", _HOSTNAME}
 
 
 def _switch(context):
+    global _current
+    _current = context
     cov = coverage.Coverage.current()
     if cov is not None:
         cov.switch_context(context)
@@ -47,6 +53,53 @@ def pytest_runtest_logstart(nodeid, location):
 
 def pytest_runtest_logfinish(nodeid, location):
     _switch("")
+
+
+def _local(host):
+    if host is None:
+        return True
+    if isinstance(host, (bytes, bytearray)):
+        host = bytes(host).decode("ascii", "replace")
+    host = str(host).strip("[]").lower()
+    if host in _LOCAL_NAMES or host.endswith(".localhost"):
+        return True
+    try:
+        ip = ipaddress.ip_address(host.split("%")[0])
+    except ValueError:
+        return False
+    return ip.is_loopback or ip.is_unspecified
+
+
+def _address(event, args):
+    """The (host, port) a socket event reaches for, or None when it stays on this machine."""
+    if event in ("socket.connect", "socket.sendto"):
+        sock, addr = args[0], args[1]
+        if getattr(sock, "family", None) not in (socket.AF_INET, socket.AF_INET6) or not isinstance(addr, tuple):
+            return None  # unix sockets, netlink...
+        host, port = addr[0], addr[1]
+    elif event == "socket.getaddrinfo":
+        host, port = args[0], args[1]
+    elif event in ("socket.gethostbyname", "socket.gethostbyname_ex"):
+        host, port = args[0], None
+    else:
+        return None
+    return None if _local(host) else "%s:%s" % (host, port if port is not None else "")
+
+
+def _audit(event, args):
+    if not _current or not event.startswith("socket."):
+        return
+    address = _address(event, args)
+    if address is not None:
+        seen = _network.setdefault(_current, [])
+        if address not in seen and len(seen) < 5:
+            seen.append(address)
+
+
+# Audit hooks exist from Python 3.8; before that the map says the check could not be made.
+_CHECKED = hasattr(sys, "addaudithook")
+if _CHECKED:
+    sys.addaudithook(_audit)
 
 
 def pytest_runtest_logreport(report):
@@ -61,7 +114,7 @@ def pytest_runtest_logreport(report):
 
 def pytest_sessionfinish(session, exitstatus):
     with open(os.environ["CODERUN_COVCTX_OUT"], "w") as fh:
-        json.dump(_outcomes, fh)
+        json.dump({"outcomes": _outcomes, "network": _network if _CHECKED else None}, fh)
 '''
 
 # Reads the coverage data file with the venv's own coverage (its schema matches the writer's).
@@ -91,6 +144,10 @@ class CoverageMap:
     test_files: tuple[str, ...] = ()               # every file a passing test lives in
     reason: str = ""                               # why the fallback was used
     duration: float = 0.0
+    # Tests that tried to reach a non-loopback address (node id -> "host:port"s), from an audit hook in
+    # the coverage run; `network_note` says why that check could not be made (then `network` is empty).
+    network: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    network_note: str = ""
 
     def tests_for(self, relfile: str, lines: Iterable[int]) -> set[str]:
         """Passing tests that execute any of `lines` in `relfile` (coverage mapping)."""
@@ -110,7 +167,8 @@ class CoverageMap:
                       for f, per_line in self.lines.items()},
             "outcomes": [o.model_dump(mode="json") for o in self.outcomes.values()],
             "passing": sorted(self.passing), "test_files": list(self.test_files), "reason": self.reason,
-            "duration": self.duration})
+            "duration": self.duration, "network": {n: list(a) for n, a in self.network.items()},
+            "network_note": self.network_note})
 
     @classmethod
     def from_json(cls, text: str) -> CoverageMap | None:
@@ -123,7 +181,8 @@ class CoverageMap:
             outcomes = {o["nodeid"]: TestOutcome.model_validate(o) for o in d["outcomes"]}
             return cls(project=d["project"], kind=d["kind"], lines=lines, outcomes=outcomes,
                        passing=frozenset(d["passing"]), test_files=tuple(d["test_files"]), reason=d["reason"],
-                       duration=d["duration"])
+                       duration=d["duration"], network={n: tuple(a) for n, a in d["network"].items()},
+                       network_note=d["network_note"])
         except (ValueError, KeyError, TypeError, IndexError):
             return None
 
@@ -166,8 +225,9 @@ def collect_coverage(manifest: Manifest, python: Path, tree: Path, baseline: Bas
         work = Path(tmp)
         copy = work / "tree"
         shutil.copytree(tree, copy, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+        network, network_note = {}, "the coverage run did not complete"
         try:
-            lines, outcomes = _run_with_contexts(manifest, python, copy, work, log)
+            lines, outcomes, network, network_note = _run_with_contexts(manifest, python, copy, work, log)
             reason = ""
         except TaskError as e:
             lines, outcomes, reason = {}, {}, e.message
@@ -185,11 +245,14 @@ def collect_coverage(manifest: Manifest, python: Path, tree: Path, baseline: Bas
     kind = "coverage" if lines else "filename"
     return CoverageMap(project=manifest.name, kind=kind, lines=lines, outcomes=outcomes,
                        passing=frozenset(passing), test_files=tuple(sorted({test_file(n) for n in passing})),
-                       reason=reason, duration=round(time.monotonic() - started, 2))
+                       reason=reason, duration=round(time.monotonic() - started, 2), network=network,
+                       network_note=network_note)
 
 
 def _run_with_contexts(manifest: Manifest, python: Path, copy: Path, work: Path, log: Path | None
-                       ) -> tuple[dict[str, dict[int, frozenset[str]]], dict[str, TestOutcome]]:
+                       ) -> tuple[dict[str, dict[int, frozenset[str]]], dict[str, TestOutcome],
+                                  dict[str, tuple[str, ...]], str]:
+    """(lines, outcomes, network attempts, why the network could not be checked)."""
     plugin_dir = work / "plugin"
     plugin_dir.mkdir()
     (plugin_dir / "coderun_covctx.py").write_text(_PLUGIN)
@@ -213,12 +276,16 @@ def _run_with_contexts(manifest: Manifest, python: Path, copy: Path, work: Path,
         raise TaskError(f"{manifest.name}: the coverage run did not complete (exit {out.returncode}): "
                         + _tail(out.stdout))
     raw = json.loads(outcomes_file.read_text())
-    outcomes = {n: TestOutcome(nodeid=n, outcome=o, duration=round(d, 4)) for n, (o, d) in raw.items()}
+    outcomes = {n: TestOutcome(nodeid=n, outcome=o, duration=round(d, 4)) for n, (o, d) in raw["outcomes"].items()}
+    if raw["network"] is None:
+        network, network_note = {}, "the project's Python has no audit hooks (3.8+): network use not checked"
+    else:
+        network, network_note = {n: tuple(a) for n, a in raw["network"].items()}, ""
     dump = work / "contexts.json"
     read = _run([str(python), str(work / "reader.py"), str(data_file), str(dump)], work, env, 600, log)
     if read.returncode != 0:
         raise TaskError(f"{manifest.name}: cannot read the coverage data: {_tail(read.stdout)}")
-    return _relativize(json.loads(dump.read_text()), copy), outcomes
+    return _relativize(json.loads(dump.read_text()), copy), outcomes, network, network_note
 
 
 def _relativize(raw: dict[str, dict[str, list[str]]], copy: Path) -> dict[str, dict[int, frozenset[str]]]:

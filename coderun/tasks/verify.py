@@ -6,6 +6,12 @@
    exactly as the evaluation will group them.
 2. With its body replaced by `raise NotImplementedError`, the function fails at least one remaining test;
    otherwise the task is `weak`: its tests do not notice the function missing.
+3. With its body replaced by `pass` (it returns None), it should fail one too; a task whose tests still
+   pass is kept but marked (`pass_stub_passes`): its tests do not check what the function returns.
+
+With `tests.configurations`, every run is made in each configuration: a test the original fails in every
+run of one configuration (skipped there, say) is not expected there, and a stub is caught when it fails in
+any configuration.
 
 Every run goes through a `TestRunner`, the same sandbox call the evaluation uses (see `sandbox_runner`).
 """
@@ -31,7 +37,7 @@ class TestRunner(Protocol):
     __test__ = False
 
     def __call__(self, relfile: str | None, new_source: str | None, nodeids: list[str], *,
-                 first_failure: bool = False) -> dict[str, str]: ...
+                 first_failure: bool = False, configuration: str = "") -> dict[str, str]: ...
 
 
 @dataclass(frozen=True)
@@ -46,19 +52,32 @@ class TaskTests:
 
 
 @dataclass(frozen=True)
+class Shared:
+    """The shared runs of the original in one configuration ("": tests.env alone)."""
+
+    flaky: frozenset[str]            # failed in some run, not all
+    always_failed: frozenset[str]    # failed in every run
+
+
+@dataclass(frozen=True)
 class Verification:
     task_id: str
     status: TaskStatus
-    tests: tuple[str, ...]          # mapped tests that passed every run of the original
+    tests: tuple[str, ...]          # mapped tests that passed every run of the original (in some configuration)
     flaky: tuple[str, ...]          # mapped tests that failed in at least one run of the original
     blank_failed: tuple[str, ...]   # remaining tests that did not pass with the body blanked (-x: or did not run)
     reason: str = ""
+    # Per configuration (name, tests the original passes there); empty without tests.configurations.
+    configurations: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    pass_stub_passes: bool = False  # every configuration's tests pass with the body replaced by `pass`
 
     def to_json(self, mapped: Iterable[str]) -> str:
         """The decision, with the mapped tests it was made for (kept while a build runs)."""
         return json.dumps({"task_id": self.task_id, "status": self.status.value, "tests": list(self.tests),
                            "flaky": list(self.flaky), "blank_failed": list(self.blank_failed),
-                           "reason": self.reason, "mapped": list(mapped)})
+                           "reason": self.reason, "mapped": list(mapped),
+                           "configurations": [[c, list(t)] for c, t in self.configurations],
+                           "pass_stub_passes": self.pass_stub_passes})
 
     @classmethod
     def from_json(cls, text: str, task: TaskTests) -> Verification | None:
@@ -68,12 +87,14 @@ class Verification:
             if d["task_id"] != task.task_id or d["mapped"] != list(task.tests):
                 return None
             return cls(d["task_id"], TaskStatus(d["status"]), tuple(d["tests"]), tuple(d["flaky"]),
-                       tuple(d["blank_failed"]), d["reason"])
+                       tuple(d["blank_failed"]), d["reason"],
+                       tuple((c, tuple(t)) for c, t in d["configurations"]), bool(d["pass_stub_passes"]))
         except (ValueError, KeyError, TypeError):
             return None
 
 
-def unstable_tests(runner: TestRunner, nodeids: Iterable[str], runs: int) -> tuple[set[str], set[str]]:
+def unstable_tests(runner: TestRunner, nodeids: Iterable[str], runs: int, configuration: str = ""
+                   ) -> tuple[set[str], set[str]]:
     """(failed in at least one of `runs` runs, failed in every run) for the union of `nodeids`."""
     ids = sorted(set(nodeids))
     if not ids or runs <= 0:
@@ -81,7 +102,7 @@ def unstable_tests(runner: TestRunner, nodeids: Iterable[str], runs: int) -> tup
     failed_any: set[str] = set()
     failed_all = set(ids)
     for _ in range(runs):
-        outcomes = runner(None, None, ids)
+        outcomes = runner(None, None, ids, configuration=configuration)
         bad = {n for n in ids if outcomes.get(n) != "passed"}
         failed_any |= bad
         failed_all &= bad
@@ -89,30 +110,68 @@ def unstable_tests(runner: TestRunner, nodeids: Iterable[str], runs: int) -> tup
 
 
 def verify_task(task: TaskTests, runner: TestRunner, original_file: str,
-                blank: Callable[[str, str, int], str], *, flaky: set[str], always_failed: set[str]
-                ) -> Verification:
-    """Check one task given the outcome of the shared runs (`flaky`, `always_failed`).
+                blank: Callable[[str, str, int, str], str], shared: dict[str, Shared]) -> Verification:
+    """Check one task given the outcome of the shared runs in each configuration (`shared`, keyed by
+    configuration name; {"": ...} without configurations).
 
-    `blank(file_source, qualname, lineno)` returns the file with the function's body blanked.
+    `blank(file_source, qualname, lineno, statement)` returns the file with the function's body replaced
+    by `statement`.
     """
     if not task.tests:
         return Verification(task.task_id, TaskStatus.UNCOVERED, (), (), (), "no test executes the body")
-    own = runner(task.file, None, list(task.tests))
-    dropped = {n for n in task.tests if n in flaky or own.get(n) != "passed"}
-    kept = tuple(n for n in task.tests if n not in dropped)
+    per_conf, flaky = _originals(task, runner, shared)
+    kept = tuple(n for n in task.tests if n not in flaky and any(n in t for t in per_conf.values()))
+    dropped = tuple(sorted(set(task.tests) - set(kept)))
     if not kept:
-        broken = all(n in always_failed and own.get(n) != "passed" for n in task.tests)
+        broken = not flaky
         status = TaskStatus.BROKEN if broken else TaskStatus.FLAKY
         why = "the original fails every mapped test" if broken else "every mapped test is flaky"
-        return Verification(task.task_id, status, (), tuple(sorted(dropped)), (), why)
+        return Verification(task.task_id, status, (), dropped, (), why)
+    runs = {c: tuple(n for n in tests if n in kept) for c, tests in per_conf.items()}
+    configurations = () if "" in shared else tuple((c, t) for c, t in runs.items() if t)
     try:
-        blanked = blank(original_file, task.qualname, task.lineno)
+        blanked = blank(original_file, task.qualname, task.lineno, "raise NotImplementedError")
+        passing = blank(original_file, task.qualname, task.lineno, "pass")
     except TaskError as e:
-        return Verification(task.task_id, TaskStatus.BROKEN, kept, tuple(sorted(dropped)), (),
+        return Verification(task.task_id, TaskStatus.BROKEN, kept, dropped, (),
                             f"cannot blank the body: {e.message}")
-    outcomes = runner(task.file, blanked, list(kept), first_failure=True)
-    failed = tuple(n for n in kept if outcomes.get(n) != "passed")
+    failed = _stub_failures(task, runner, blanked, runs)
     if not failed:
-        return Verification(task.task_id, TaskStatus.WEAK, kept, tuple(sorted(dropped)), (),
-                            "the tests pass with the body replaced by `raise NotImplementedError`")
-    return Verification(task.task_id, TaskStatus.VERIFIED, kept, tuple(sorted(dropped)), failed)
+        return Verification(task.task_id, TaskStatus.WEAK, kept, dropped, (),
+                            "the tests pass with the body replaced by `raise NotImplementedError`"
+                            + _in_every(runs), configurations)
+    pass_stub = not _stub_failures(task, runner, passing, runs)
+    return Verification(task.task_id, TaskStatus.VERIFIED, kept, dropped, failed, "", configurations, pass_stub)
+
+
+def _originals(task: TaskTests, runner: TestRunner, shared: dict[str, Shared]
+               ) -> tuple[dict[str, tuple[str, ...]], set[str]]:
+    """The task's own run of the original in each configuration: (tests it passes there, flaky tests).
+    A test failing every run of a configuration is not expected there; failing only some, it is flaky."""
+    per_conf: dict[str, tuple[str, ...]] = {}
+    flaky: set[str] = set()
+    for conf, s in shared.items():
+        own = runner(task.file, None, list(task.tests), configuration=conf)
+        failed = {n for n in task.tests if own.get(n) != "passed"}
+        always = failed & s.always_failed
+        flaky |= {n for n in task.tests if (n in failed or n in s.flaky) and n not in always}
+        per_conf[conf] = tuple(n for n in task.tests if n not in failed and n not in s.flaky)
+    return per_conf, flaky
+
+
+def _stub_failures(task: TaskTests, runner: TestRunner, source: str, runs: dict[str, tuple[str, ...]]
+                   ) -> tuple[str, ...]:
+    """The tests that do not pass with `source` in the first configuration where any does not."""
+    for conf, tests in runs.items():
+        if not tests:
+            continue
+        outcomes = runner(task.file, source, list(tests), first_failure=True, configuration=conf)
+        failed = tuple(n for n in tests if outcomes.get(n) != "passed")
+        if failed:
+            return failed
+    return ()
+
+
+def _in_every(runs: dict[str, tuple[str, ...]]) -> str:
+    names = [c for c, t in runs.items() if c and t]
+    return f" (in every configuration: {', '.join(names)})" if names else ""
