@@ -39,5 +39,5 @@ def test_shipped_project_from_its_mirror_to_ground_truth(tmp_path, monkeypatch):
             verdicts = {r.verdict.value for r in store.results()}
         assert verdicts == {expected}, res.output
         environment = (run / "environment.txt").read_text()
-        assert f"from mirror {MIRRORS / 'bastikr+boolean.git.tar.gz'}" in environment
+        assert f"from mirror {MIRRORS.resolve() / 'bastikr+boolean.git.tar.gz'}" in environment
         assert "431e5226c269e4c863cc851b971ca5e89fda04d7" in environment
