@@ -1,9 +1,9 @@
 """How coderun's verdicts agree with CoderEval's own, per project, on CoderEval's released samples.
 
     coderun eval --samples ../shared/codereval/results-CodeGen-raw.jsonl     # prints the run folder
-    python benchmarks/codereval_verdicts.py RUN [--groups]
+    python benchmarks/codereval_verdicts.py RUN [RUN...] [--groups]
 
-RUN is a run folder or id. Each sample of a CoderEval results file keeps CoderEval's verdict as metadata
+RUN is a run folder or id (several runs, e.g. one per set of projects, are counted together). Each sample of a CoderEval results file keeps CoderEval's verdict as metadata
 (`codereval_is_pass`); this prints, per project, how many samples both call a pass or a fail and how many
 they disagree on, then (with --groups) every disagreement group: one CoderEval task and one direction, with
 coderun's failure classes and the first failing test to explain it. Measurement, not product code.
@@ -23,13 +23,15 @@ HEAD = ("project", "samples", "both pass", "both fail", "only coderun passes", "
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("run", help="run folder or run id of an eval over a CoderEval results file")
+    ap.add_argument("runs", nargs="+", help="run folder or run id of an eval over a CoderEval results file")
     ap.add_argument("--groups", action="store_true", help="list every disagreement group")
     args = ap.parse_args()
-    with RunStore.open(resolve_run_dir(args.run, load_settings())) as store:
-        projects = {t.task_id: t.project for t in store.tasks()}
-        samples = {(s.task_id, s.index): s for s in store.samples()}
-        results = store.results()
+    projects, samples, results = {}, {}, []
+    for run in args.runs:
+        with RunStore.open(resolve_run_dir(run, load_settings())) as store:
+            projects.update({t.task_id: t.project for t in store.tasks()})
+            samples.update({(s.task_id, s.index): s for s in store.samples()})
+            results += store.results()
     table: dict[str, Counter[str]] = defaultdict(Counter)
     groups: dict[tuple, list[str]] = defaultdict(list)
     for r in results:
