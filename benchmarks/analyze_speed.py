@@ -3,7 +3,7 @@
     python benchmarks/analyze_speed.py [--sdist docutils==0.21.2] [--repeat 1]
 
 Measured on the largest built-in project (by number of functions) and on a large pure-Python sdist
-downloaded through coderun.sources with a temporary manifest (default: docutils 0.21.2).
+downloaded through coderun.envs.sources with a temporary manifest (default: docutils 0.21.2).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from coderun.analyzers import analyze_project
 from coderun.analyzers.index import python_files
 from coderun.config import load_settings
 from coderun.envs.local import find_local_env
-from coderun.manifest import all_manifests, load_manifest
-from coderun.sources import checkout
+from coderun.envs.sources import checkout
+from coderun.manifests.schema import all_manifests, load_manifest
 
 
 def measure(name: str, root: Path, import_root: str, python: Path | None, repeat: int) -> None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coderun.config import load_settings
-from coderun.manifest import Manifest, known_manifests
+from coderun.manifests.schema import Manifest, known_manifests
 from coderun.records import Level, TargetOutcome
 from coderun.tasks import store
 from coderun.tasks.summary import ProjectSummary, summarize

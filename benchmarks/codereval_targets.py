@@ -32,8 +32,8 @@ from pathlib import Path
 import yaml
 
 from coderun.config import load_settings
-from coderun.manifest import Manifest, find_manifest, load_manifest
-from coderun.sources import Checkout, checkout, describe_source
+from coderun.envs.sources import Checkout, checkout, describe_source
+from coderun.manifests.schema import Manifest, find_manifest, load_manifest
 
 from _data import add_data_option, codereval_data
 

@@ -15,7 +15,7 @@ import argparse
 from collections import Counter, defaultdict
 
 from coderun.config import load_settings
-from coderun.runner.store import RunStore, resolve_run_dir
+from coderun.evaluation.store import RunStore, resolve_run_dir
 
 HEAD = ("project", "samples", "both pass", "both fail", "only coderun passes", "only CoderEval passes",
         "agree %")

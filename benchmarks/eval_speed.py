@@ -22,10 +22,10 @@ import time
 from pathlib import Path
 
 from coderun.config import load_settings
-from coderun.manifest import find_manifest
-from coderun.runner.evaluate import EvalRequest, execute, project_sandbox_spec, start_run
-from coderun.runner.samples import read_samples, resolver_from_tasks
-from coderun.runner.store import RunStore
+from coderun.evaluation.evaluate import EvalRequest, execute, project_sandbox_spec, start_run
+from coderun.evaluation.samples import read_samples, resolver_from_tasks
+from coderun.evaluation.store import RunStore
+from coderun.manifests.schema import find_manifest
 from coderun.tasks import load_tasks
 
 from _data import DEFAULT

@@ -24,7 +24,7 @@ from pathlib import Path
 from coderun.config import load_settings
 from coderun.envs import base_image, dockerlib
 from coderun.envs.docker import build_project_image
-from coderun.manifest import find_manifest
+from coderun.manifests.schema import find_manifest
 
 
 def _size_mb(client, tag: str) -> float:

@@ -11,7 +11,7 @@ compared with
   - the same, reduced to standalone (self_contained, slib_runnable) vs non-standalone: agrees when some
     accepted level has the prediction's standalone-ness;
   - CoderEval's raw labels (`level` in results-CodeGen-raw.jsonl), which are noisy.
-The benchmark reads CoderEval's files; the product never does. Sources come from coderun.sources (PyPI
+The benchmark reads CoderEval's files; the product never does. Sources come from coderun.envs.sources (PyPI
 sdists cached under $CODERUN_HOME); the project environment's Python is used when one has been built.
 """
 
@@ -28,9 +28,9 @@ from pathlib import Path
 from coderun.analyzers import FunctionInfo, analyze_cached
 from coderun.config import load_settings
 from coderun.envs.local import find_local_env
-from coderun.manifest import find_manifest
+from coderun.envs.sources import checkout
+from coderun.manifests.schema import find_manifest
 from coderun.records import Level
-from coderun.sources import checkout
 
 from _data import add_data_option, codereval_data
 

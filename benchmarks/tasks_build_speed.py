@@ -69,7 +69,7 @@ def largest(base: Path) -> str:
     from coderun.analyzers import analyze_cached
     from coderun.config import Settings
     from coderun.envs.local import find_local_env
-    from coderun.manifest import all_manifests
+    from coderun.manifests.schema import all_manifests
     from coderun.tasks.discovery import select
 
     settings = Settings(home=base)

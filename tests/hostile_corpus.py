@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coderun.config import BUILTIN_PROJECTS_DIR, load_settings
-from coderun.runner.store import RunStore
+from coderun.evaluation.store import RunStore
 
 SAMPLES_DIR = Path(__file__).parent / "hostile" / "samples"
 PROJECT = "cachetools"

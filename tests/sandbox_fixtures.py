@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from coderun.runner.sandbox import Limits, SandboxSpec, create_sandbox
+from coderun.sandbox import Limits, SandboxSpec, create_sandbox
 
 PROJECT_FILES = {
     "pkg/__init__.py": "",

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from coderun.cli.main import app
 from coderun.config import load_settings
 from coderun.generate.records import Sample
-from coderun.manifest import find_manifest
+from coderun.manifests.schema import find_manifest
 from coderun.prompts import PromptSpec, build_prompts
 from coderun.prompts.checkouts import checkout_resolver
 from coderun.records import Task

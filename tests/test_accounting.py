@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 
 from coderun.cli.main import app
 from coderun.config import load_settings
+from coderun.envs.sources import checkout
 from coderun.errors import ManifestError
-from coderun.manifest import load_manifest
+from coderun.manifests.schema import load_manifest
 from coderun.records import TaskStatus, Unverified
-from coderun.sources import checkout
 from coderun.tasks import build_tasks, load_targets, load_tasks
 from tests.helpers import write_tree
 
@@ -200,10 +200,10 @@ def test_build_all_keeps_going_and_records_why_a_project_failed(built, tmp_path)
 
 @pytest.mark.slow
 def test_report_marks_tasks_tested_by_supplementary_tests(built, tmp_path):
+    from coderun.evaluation.store import Result, RunInfo, RunStore, RunTask, Sample
     from coderun.records import VerdictKind
     from coderun.report.aggregate import build_report
     from coderun.report.render import to_markdown
-    from coderun.runner.store import Result, RunInfo, RunStore, RunTask, Sample
 
     settings, _, _ = built
     store = RunStore.create(tmp_path / "run", RunInfo(run_id="run", label="A"))

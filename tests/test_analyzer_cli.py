@@ -12,8 +12,8 @@ from coderun.analyzers import analyze_cached
 from coderun.analyzers.project import cache_path
 from coderun.cli.main import app
 from coderun.config import load_settings
-from coderun.manifest import load_manifest
-from coderun.sources import checkout
+from coderun.envs.sources import checkout
+from coderun.manifests.schema import load_manifest
 from tests.helpers import write_tree
 
 

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from coderun.cli.main import app
-from coderun.runner.store import RunKind, RunStore
+from coderun.evaluation.store import RunKind, RunStore
 from tests.helpers import CODEREVAL_DATA
 
 DATA = CODEREVAL_DATA

@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from coderun.cli.main import app
 from coderun.config import load_settings
-from coderun.runner.store import RunStore
+from coderun.evaluation.store import RunStore
 from coderun.tasks import load_tasks
 from tests.helpers import CODEREVAL_DATA
 

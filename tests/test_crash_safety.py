@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from hostile_corpus import TARGET, TYPEDKEY_OK, TYPEDKEY_UNTYPED, eval_popen, run_eval, user_manifests
 
-from coderun.runner.store import RunStore
+from coderun.evaluation.store import RunStore
 
 pytestmark = pytest.mark.slow
 

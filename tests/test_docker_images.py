@@ -15,7 +15,7 @@ from coderun.config import load_settings
 from coderun.envs.base_image import BaseStrategy, base_spec, build_base_image, choose_strategy
 from coderun.envs.docker import PROJECT_DIR, build_project_image, find_project_image
 from coderun.errors import EnvironmentBuildError, UsageError
-from coderun.manifest import load_manifest
+from coderun.manifests.schema import load_manifest
 from tests.helpers import TINY_PROJECT, write_tree
 
 HOST_PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"

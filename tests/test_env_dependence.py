@@ -9,14 +9,14 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from coderun import testrun
 from coderun.cli.main import app
 from coderun.config import load_settings
+from coderun.envs import testrun
 from coderun.envs.local import baseline_tests_key
 from coderun.errors import ManifestError, TaskError
-from coderun.manifest import load_manifest
+from coderun.evaluation.store import RunStore
+from coderun.manifests.schema import load_manifest
 from coderun.records import TaskStatus
-from coderun.runner.store import RunStore
 from coderun.tasks import build_tasks, load_tasks
 from tests.helpers import write_tree
 

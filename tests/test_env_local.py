@@ -8,7 +8,7 @@ from coderun.cli.main import app
 from coderun.config import load_settings
 from coderun.envs.local import build_local_env, find_local_env, load_baseline, local_packages
 from coderun.errors import EnvironmentBuildError
-from coderun.manifest import load_manifest
+from coderun.manifests.schema import load_manifest
 from tests.helpers import TINY_PROJECT, write_tree
 
 runner = CliRunner()
@@ -67,7 +67,7 @@ def test_env_build_cli_and_failing_install(tmp_path, monkeypatch):
 
 def test_inherited_tests_get_pytests_node_ids(tmp_path):
     """junit's `file` names a mixin's module for inherited tests; node ids must name the collecting module."""
-    from coderun.testrun import parse_junit
+    from coderun.envs.testrun import parse_junit
 
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "__init__.py").write_text("class Mixin:\n    def test_a(self):\n        pass\n")

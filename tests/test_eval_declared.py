@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 
 from coderun.cli.main import app
 from coderun.config import load_settings
-from coderun.manifest import all_manifests, load_manifest
-from coderun.runner.store import RunStore
+from coderun.evaluation.store import RunStore
+from coderun.manifests.schema import all_manifests, load_manifest
 from coderun.tasks import built_projects, load_tasks
 from coderun.tasks.declared import declared_ids, owner
 from tests.helpers import DOC, MEAN, write_tree

@@ -10,7 +10,7 @@ from sandbox_fixtures import sandbox as sandbox  # noqa: F401  (the parametrized
 from coderun.records import VerdictKind
 from coderun.runner.execute import run_sample
 from coderun.runner.grade import grade
-from coderun.runner.sandbox import SandboxSpec, create_sandbox
+from coderun.sandbox import SandboxSpec, create_sandbox
 
 GOOD = "def add(a, b):\n    return a + b\n"
 
@@ -128,7 +128,7 @@ def test_each_sample_starts_from_the_pristine_tree(sandbox):
 def test_a_broken_sandbox_is_infra_not_fail(request, tmp_path):
     from sandbox_fixtures import spec_for
 
-    from coderun.runner.sandbox import create_sandbox
+    from coderun.sandbox import create_sandbox
 
     with pytest.warns(UserWarning):
         sb = create_sandbox("local", spec_for("local", request))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coderun.runner.flags import sample_flags
+from coderun.report.flags import sample_flags
 
 
 @pytest.mark.parametrize(("code", "flag"), [

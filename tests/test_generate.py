@@ -257,7 +257,7 @@ def test_generate_command_rejects_a_missing_prompts_file(tmp_path):
 
 def test_samples_of_both_endpoints_are_readable_by_eval(tmp_path):
     """eval takes exactly one of solution/completion per line: a sample with both was read as malformed."""
-    from coderun.runner.samples import TaskRef, read_samples
+    from coderun.evaluation.samples import TaskRef, read_samples
 
     for endpoint in Endpoint:
         out = tmp_path / f"{endpoint.value}.jsonl"

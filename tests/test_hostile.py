@@ -31,8 +31,8 @@ from hostile_corpus import (
 )
 
 from coderun.config import load_settings
-from coderun.manifest import find_manifest
-from coderun.sources import checkout
+from coderun.envs.sources import checkout
+from coderun.manifests.schema import find_manifest
 
 pytestmark = pytest.mark.slow
 
@@ -210,7 +210,7 @@ def test_docker_keeps_the_host_filesystem_and_network_out_of_reach(hostile_run):
 
 
 def _log_of(hostile_run, name: str) -> str:
-    from coderun.runner.store import RunStore
+    from coderun.evaluation.store import RunStore
 
     code = next(h.code for h in hostile_run["hostile"] if h.name == name)
     with RunStore.open(hostile_run["tmp"] / "run") as store:
@@ -224,7 +224,7 @@ def test_machinery_tampering_is_flagged_in_the_per_sample_report(hostile_run):
     labels = hostile_run["labels"]
     with_code = verdicts_by_code(hostile_run["tmp"] / "run")
     assert len(rows) == len(with_code)
-    from coderun.runner.store import RunStore
+    from coderun.evaluation.store import RunStore
 
     with RunStore.open(hostile_run["tmp"] / "run") as store:
         code_of = {(s.task_id, s.index): s.code for s in store.samples()}

@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 from coderun.cli.main import app
 from coderun.config import load_settings
 from coderun.errors import TaskError
-from coderun.manifest import load_manifest
-from coderun.runner.store import RunStore
+from coderun.evaluation.store import RunStore
+from coderun.manifests.schema import load_manifest
 from coderun.tasks import build_tasks
 from tests.helpers import MEAN, write_tree
 

@@ -6,7 +6,7 @@ from typer.testing import CliRunner
 from coderun.cli.main import app
 from coderun.config import load_settings
 from coderun.errors import ManifestError
-from coderun.manifest import all_manifests, find_manifest, parse_manifest
+from coderun.manifests.schema import all_manifests, find_manifest, parse_manifest
 
 runner = CliRunner()
 

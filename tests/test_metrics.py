@@ -8,7 +8,7 @@ import pytest
 
 from coderun.errors import UsageError
 from coderun.records import ContextSet
-from coderun.runner.metrics import (
+from coderun.report.metrics import (
     UnderK,
     aggregate_acc_at_k,
     aggregate_pass_at_k,

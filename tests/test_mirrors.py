@@ -10,9 +10,9 @@ from typer.testing import CliRunner
 
 from coderun.cli.main import app
 from coderun.config import load_settings
+from coderun.envs.sources import checkout, mirror_candidates
 from coderun.errors import ConfigError, SourceError
-from coderun.manifest import parse_manifest
-from coderun.sources import checkout, mirror_candidates
+from coderun.manifests.schema import parse_manifest
 from tests.helpers import make_repo
 
 URL = "file:///nowhere/Owner/Proj"

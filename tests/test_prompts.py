@@ -316,10 +316,10 @@ def test_prompts_command_renders_stored_tasks_from_the_checkout(project, tmp_pat
 
     from coderun.cli.main import app
     from coderun.config import load_settings
-    from coderun.manifest import find_manifest
+    from coderun.envs.sources import checkout
+    from coderun.manifests.schema import find_manifest
     from coderun.prompts import read_prompts
     from coderun.records import TaskStatus
-    from coderun.sources import checkout
     from coderun.tasks import store
 
     home, manifests = tmp_path / "home", tmp_path / "manifests"

@@ -13,10 +13,10 @@ import pytest
 from typer.testing import CliRunner
 
 from coderun.cli.main import app
+from coderun.envs.versions import coderun_environment
+from coderun.evaluation.store import Result, RunInfo, RunStore, RunTask, Sample
 from coderun.records import ContextSet, Level, Package, ProjectEnvironment, RunEnvironment, VerdictKind
 from coderun.report.stats import paired_bootstrap, paired_permutation_test
-from coderun.runner.store import Result, RunInfo, RunStore, RunTask, Sample
-from coderun.versions import coderun_environment
 
 LEVELS = {"t1": Level.SELF_CONTAINED, "t2": Level.SLIB_RUNNABLE, "t3": Level.CLASS_RUNNABLE,
           "t4": Level.PROJECT_RUNNABLE}

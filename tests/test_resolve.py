@@ -7,8 +7,8 @@ import pytest
 from coderun.config import load_settings
 from coderun.envs.local import build_local_env, load_baseline
 from coderun.envs.resolve import pip_config, uv_index_args
-from coderun.manifest import load_manifest
-from coderun.sources import pip_command
+from coderun.envs.sources import pip_command
+from coderun.manifests.schema import load_manifest
 from tests.helpers import GIT_ENV, git, write_tree
 
 
@@ -72,7 +72,7 @@ def test_docker_wheelhouse_takes_the_same_dated_pins(tmp_path, monkeypatch):
 
     from coderun.envs.base_image import BaseSpec, BaseStrategy
     from coderun.envs.docker import ImagePlan, wheelhouse
-    from coderun.sources import checkout
+    from coderun.envs.sources import checkout
 
     monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
     write_tree(tmp_path / "proj", {"proj/__init__.py": "", "tests/test_p.py": "def test_p():\n    pass\n"})
@@ -92,7 +92,7 @@ def test_git_source_date_defaults_to_the_commit_and_false_turns_it_off(tmp_path,
     import subprocess
 
     from coderun.envs.local import resolve_date
-    from coderun.sources import checkout
+    from coderun.envs.sources import checkout
 
     monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
     repo = write_tree(tmp_path / "r", {"a.py": "A = 1\n"})

@@ -7,8 +7,7 @@ import json
 import pytest
 
 from coderun.errors import UsageError
-from coderun.records import Level, Task
-from coderun.runner.samples import (
+from coderun.evaluation.samples import (
     ProblemKind,
     SampleKind,
     TaskRef,
@@ -18,6 +17,7 @@ from coderun.runner.samples import (
     read_samples,
     resolver_from_tasks,
 )
+from coderun.records import Level, Task
 from tests.helpers import CODEREVAL_DATA
 
 CODEGEN = CODEREVAL_DATA / "results-CodeGen-raw.jsonl"

@@ -12,7 +12,7 @@ from sandbox_fixtures import sandbox as sandbox  # noqa: F401  (the parametrized
 from sandbox_fixtures import spec_for, test_image, tiny_project, tiny_venv  # noqa: F401
 
 from coderun.errors import SandboxError, UsageError
-from coderun.runner.sandbox import Limits, backend_names, create_sandbox, sandbox_class
+from coderun.sandbox import Limits, backend_names, create_sandbox, sandbox_class
 
 # Lists the command lines of every live process whose command line contains argv[1] (the local
 # sandbox sees the host's processes, the docker one its container's).
@@ -174,7 +174,7 @@ def test_exec_of_a_missing_program_is_a_result_or_a_sandbox_error(sandbox, work)
 
 @pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
 def test_fork_bomb_is_contained(backend, request):
-    from coderun.runner.sandbox.local import _PidsCgroup
+    from coderun.sandbox.local import _PidsCgroup
 
     if backend == "local" and os.geteuid() == 0:
         probe = _PidsCgroup.create(f"coderun-probe-{uuid.uuid4().hex[:8]}", 10)
@@ -219,7 +219,7 @@ def test_local_stale_folders_of_dead_runs_are_removed(tmp_path):
     import subprocess
     import tempfile
 
-    from coderun.runner.sandbox.local import cleanup_stale_workdirs
+    from coderun.sandbox.local import cleanup_stale_workdirs
 
     dead = subprocess.Popen(["true"])
     dead.wait()
@@ -275,7 +275,7 @@ def test_docker_runs_samples_unprivileged_on_a_read_only_image(docker_sandbox):
 
 @docker_only
 def test_docker_close_removes_the_container_and_stale_ones_are_found(request, docker_engine):
-    from coderun.runner.sandbox.docker import LABEL, cleanup_stale_containers
+    from coderun.sandbox.docker import LABEL, cleanup_stale_containers
 
     run_id = uuid.uuid4().hex[:12]
     sb = create_sandbox("docker", spec_for("docker", request, run_id=run_id))

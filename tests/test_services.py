@@ -17,9 +17,9 @@ from coderun.config import load_settings
 from coderun.envs.local import build_local_env, load_baseline
 from coderun.envs.services import KINDS, expand, launch, probe, start_services
 from coderun.errors import ServiceError
-from coderun.manifest import load_manifest
+from coderun.manifests.schema import load_manifest
 from coderun.records import TaskStatus
-from coderun.runner.sandbox import SandboxSpec, create_sandbox
+from coderun.sandbox import SandboxSpec, create_sandbox
 from coderun.tasks import build_tasks, load_tasks
 from tests.helpers import write_tree
 

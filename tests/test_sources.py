@@ -1,9 +1,9 @@
 import pytest
 
 from coderun.config import load_settings
+from coderun.envs.sources import checkout
 from coderun.errors import SourceError
-from coderun.manifest import parse_manifest
-from coderun.sources import checkout
+from coderun.manifests.schema import parse_manifest
 from tests.helpers import git, make_repo
 
 

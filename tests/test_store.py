@@ -14,8 +14,7 @@ import pytest
 
 from coderun.config import Settings
 from coderun.errors import StoreError
-from coderun.records import ContextSet, Evidence, Level, TestOutcome, Verdict, VerdictKind
-from coderun.runner.store import (
+from coderun.evaluation.store import (
     Result,
     RunInfo,
     RunKind,
@@ -25,6 +24,7 @@ from coderun.runner.store import (
     code_hash,
     resolve_run_dir,
 )
+from coderun.records import ContextSet, Evidence, Level, TestOutcome, Verdict, VerdictKind
 
 
 def _store(tmp_path: Path) -> RunStore:
@@ -109,7 +109,7 @@ def test_code_hash_ignores_meaningless_whitespace_only():
 WRITER = textwrap.dedent("""
     import sys
     from coderun.records import VerdictKind
-    from coderun.runner.store import Result, RunStore
+    from coderun.evaluation.store import Result, RunStore
     store = RunStore.open(sys.argv[1])
     for i in range(1000):
         store.record_result(Result(task_id="p/a.py::f", index=i, verdict=VerdictKind.PASS))

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from coderun.cli.main import app
 from coderun.config import load_settings
 from coderun.errors import TaskError
-from coderun.manifest import load_manifest
+from coderun.manifests.schema import load_manifest
 from coderun.records import TaskStatus
 from coderun.tasks import build_tasks, find_task, load_tasks
 from tests.helpers import write_tree

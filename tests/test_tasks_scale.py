@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 from coderun.cli.main import app
 from coderun.config import Settings, load_settings
 from coderun.errors import TaskError
+from coderun.evaluation.evaluate import EvalRequest, start_run
 from coderun.records import Task, TaskStatus
-from coderun.runner.evaluate import EvalRequest, start_run
 from coderun.tasks import load_tasks, store
 from coderun.tasks.coverage_map import cap_tests
 from coderun.tasks.verify import TaskTests, Verification

@@ -7,7 +7,7 @@ import pytest
 from coderun.analyzers import analyze_project
 from coderun.config import Settings
 from coderun.errors import TaskError
-from coderun.manifest import parse_manifest
+from coderun.manifests.schema import parse_manifest
 from coderun.records import Level, Task, TaskStatus
 from coderun.tasks import find_task, load_tasks, store
 from coderun.tasks.discovery import glob_regex, is_english, select

@@ -22,12 +22,12 @@ from typer.testing import CliRunner
 from coderun.cli import _common
 from coderun.cli.main import app
 from coderun.config import load_settings
-from coderun.manifest import load_manifest
+from coderun.evaluation.store import RunStore
+from coderun.manifests.schema import load_manifest
 from coderun.report import build_report, compare
+from coderun.report.metrics import UnderK
 from coderun.report.render import group_rows, pct, to_rich
 from coderun.report.terminal import make_table, table_or_stacked
-from coderun.runner.metrics import UnderK
-from coderun.runner.store import RunStore
 from coderun.tasks import build_tasks
 from tests.helpers import write_tree
 from tests.test_eval import PROJECT

@@ -9,15 +9,15 @@ from importlib import metadata
 
 import pytest
 
-from coderun.errors import EnvironmentBuildError
-from coderun.records import Package, RunEnvironment
-from coderun.versions import (
+from coderun.envs.versions import (
     PACKAGES_SCRIPT,
     coderun_environment,
     differences,
     environment_text,
     project_environment,
 )
+from coderun.errors import EnvironmentBuildError
+from coderun.records import Package, RunEnvironment
 
 
 def test_coderun_environment_lists_its_dependency_closure_with_installed_versions():

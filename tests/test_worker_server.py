@@ -1,4 +1,4 @@
-"""Pieces of the worker (coderun/runner/worker_server.py) and the eval scheduler that the end-to-end
+"""Pieces of the worker (coderun/runner/harness/coderun_worker.py) and the eval scheduler that the end-to-end
 worker tests cannot single out: the in-memory copy of the pristine tree, which kept bytecode a sample's
 copy leaves out, and the order in which slots take units."""
 
@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-from coderun.runner import worker_server as ws
-from coderun.runner.evaluate import _next_unit
+from coderun.evaluation.evaluate import _next_unit
+from coderun.runner.harness import coderun_worker as ws
 
 
 def _tree(root: Path) -> dict[str, tuple]:
@@ -191,7 +191,7 @@ def _keep_pytest_functions(monkeypatch):
 
 def test_kept_statement_ranges_are_pytests_own(monkeypatch):
     source = _keep_pytest_functions(monkeypatch)
-    here = Path(ws.__file__).parent
+    here = Path(ws.__file__).parent.parent
     texts = [(here / "grade.py").read_text(), (here / "taxonomy.py").read_text(), ws._PROBE, "def f(:\n    pass\n"]
     before = [_ranges(source, t) for t in texts]
     stats = ws._Statements()

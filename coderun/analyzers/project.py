@@ -74,7 +74,7 @@ def cache_path(settings: Settings, project: str, commit: str, python: Path | Non
 
 def analyze_cached(checkout, settings: Settings, python: Path | None = None, use_jedi: bool = True, *,
                    import_root: str = ".", progress: Progress | None = None) -> ProjectAnalysis:
-    """`analyze_project` on a `coderun.sources.Checkout`, reusing the saved result for the same commit."""
+    """`analyze_project` on a `coderun.envs.sources.Checkout`, reusing the saved result for the same commit."""
     path = cache_path(settings, checkout.project, checkout.commit, python, use_jedi, import_root,
                       tree=None if checkout.path.parent == settings.sources else checkout.path)
     if path.is_file():

@@ -61,7 +61,7 @@ def settings(project_dirs: list[Path] | None = None) -> Settings:
 def project_selection(values: list[str] | None, project_dirs: list[Path] | None) -> tuple[Settings, list[str]]:
     """Settings and project names for `--project` values, names or manifest paths. A path's folder joins
     the user manifest folders, so that every later stage (and a resume) finds the manifest by its name."""
-    from coderun.manifest import find_manifest, manifest_path
+    from coderun.manifests.schema import find_manifest, manifest_path
 
     paths = {v: p for v in values or [] if (p := manifest_path(v)) is not None}
     s = load_settings([*(project_dirs or []), *dict.fromkeys(p.resolve().parent for p in paths.values())])

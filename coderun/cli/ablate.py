@@ -9,7 +9,13 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from coderun.ablation import (
+from coderun.cli._common import JsonOption, ProjectsDirOption, console, err_console, print_json, settings
+from coderun.cli.eval import default_backend
+from coderun.errors import UsageError
+from coderun.generate import Endpoint, GenerationConfig, RetryPolicy, get_provider
+from coderun.records import Level
+from coderun.report.metrics import UnderK, parse_ks
+from coderun.studies.ablation import (
     AblationRequest,
     arms_from_samples,
     arms_from_variants,
@@ -18,12 +24,6 @@ from coderun.ablation import (
     run_ablation,
     to_rich,
 )
-from coderun.cli._common import JsonOption, ProjectsDirOption, console, err_console, print_json, settings
-from coderun.cli.eval import default_backend
-from coderun.errors import UsageError
-from coderun.generate import Endpoint, GenerationConfig, RetryPolicy, get_provider
-from coderun.records import Level
-from coderun.runner.metrics import UnderK, parse_ks
 
 
 def _split(text: str | None) -> list[str]:

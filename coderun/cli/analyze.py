@@ -11,10 +11,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from coderun.cli._common import JsonOption, ProjectsDirOption, console, err_console, print_json, settings
 from coderun.envs.local import find_local_env
+from coderun.envs.sources import checkout
 from coderun.errors import UsageError
-from coderun.manifest import find_manifest
+from coderun.manifests.schema import find_manifest
 from coderun.report.terminal import table_or_stacked
-from coderun.sources import checkout
 
 if TYPE_CHECKING:
     from coderun.analyzers import FunctionInfo, ProjectAnalysis

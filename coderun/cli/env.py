@@ -19,7 +19,7 @@ from coderun.cli._common import (
 from coderun.config import Settings
 from coderun.envs.local import build_local_env, load_baseline
 from coderun.errors import UsageError
-from coderun.manifest import Manifest, find_manifest
+from coderun.manifests.schema import Manifest, find_manifest
 
 app = typer.Typer(no_args_is_help=True, help="Per-project environments (venv or Docker image).")
 

@@ -21,12 +21,12 @@ from coderun.cli._common import (
     project_selection,
 )
 from coderun.errors import EnvironmentBuildError
-from coderun.manifest import Manifest
+from coderun.evaluation.evaluate import EvalRequest, RunSummary, execute, start_run
+from coderun.evaluation.samples import Resolver
+from coderun.evaluation.store import RunStore, resolve_run_dir
+from coderun.manifests.schema import Manifest
 from coderun.records import Level, VerdictKind
-from coderun.runner.evaluate import EvalRequest, RunSummary, execute, start_run
-from coderun.runner.metrics import UnderK, parse_ks
-from coderun.runner.samples import Resolver
-from coderun.runner.store import RunStore, resolve_run_dir
+from coderun.report.metrics import UnderK, parse_ks
 
 
 def default_backend() -> str:
@@ -145,8 +145,8 @@ def _build_missing_tasks(s, req: EvalRequest) -> tuple[Resolver, dict[str, str]]
     id (or is named by it). A failed build is printed and the others go on. Returns the resolver that
     explains the sample ids the selected tasks will not know, and the failed builds (project -> why)."""
     from coderun.cli.tasks import print_project
-    from coderun.manifest import find_manifest, known_manifests
-    from coderun.runner.samples import read_sample_ids
+    from coderun.evaluation.samples import read_sample_ids
+    from coderun.manifests.schema import find_manifest, known_manifests
     from coderun.tasks import build_tasks, built_projects
     from coderun.tasks.declared import declared_ids, explaining_resolver, owner
 

@@ -21,7 +21,7 @@ from coderun.cli._common import (
 from coderun.envs import dockerlib
 from coderun.envs.base_image import BaseStrategy, build_base_image
 from coderun.errors import UsageError
-from coderun.manifest import find_manifest
+from coderun.manifests.schema import find_manifest
 from coderun.report.terminal import table_or_stacked
 
 app = typer.Typer(no_args_is_help=True, help="Docker images: one per project, built offline, layered.")

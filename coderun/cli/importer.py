@@ -7,8 +7,8 @@ from pathlib import Path
 import typer
 
 from coderun.cli._common import err_console, settings
+from coderun.evaluation.store import new_run_id
 from coderun.importers.codereval import import_results
-from coderun.runner.store import new_run_id
 
 app = typer.Typer(no_args_is_help=True, help="Import other harnesses' results as runs `coderun report` reads.")
 

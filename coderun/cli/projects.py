@@ -8,10 +8,10 @@ import typer
 from rich.markup import escape
 
 from coderun.cli._common import JsonOption, ProjectsDirOption, console, err_console, print_json, settings
+from coderun.envs.sources import describe_source
 from coderun.errors import ManifestError
-from coderun.manifest import find_manifest, load_manifest, manifest_files
+from coderun.manifests.schema import find_manifest, load_manifest, manifest_files
 from coderun.report.terminal import table_or_stacked
-from coderun.sources import describe_source
 
 app = typer.Typer(no_args_is_help=True, help="Project manifests: the repositories a benchmark runs in.")
 
@@ -86,8 +86,8 @@ def add(source: str = typer.Argument(..., help='A git URL (https, ssh, file://),
                                        "read (default: HEAD); a release tag is tried with and without 'v'.")
         ) -> None:
     """Draft a manifest for a repository: python version, dependencies and tests read from its files."""
-    from coderun.draft import make_draft
     from coderun.errors import UsageError
+    from coderun.manifests.draft import make_draft
 
     if output is not None and output.exists() and not force:
         raise UsageError(f"{output} already exists", hint="pass --force to overwrite it, or choose another -o")

@@ -9,10 +9,10 @@ import typer
 
 from coderun.cli._common import WideOption, console, err_console, print_table, settings
 from coderun.errors import UsageError
+from coderun.evaluation.store import RunStore, resolve_run_dir
 from coderun.report import build_report, compare
+from coderun.report.metrics import UnderK, parse_ks
 from coderun.report.render import per_sample_json, to_json, to_markdown, to_rich
-from coderun.runner.metrics import UnderK, parse_ks
-from coderun.runner.store import RunStore, resolve_run_dir
 
 
 class Format(str, Enum):

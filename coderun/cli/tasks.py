@@ -18,7 +18,7 @@ from coderun.cli._common import (
     settings,
 )
 from coderun.errors import EnvironmentBuildError, UsageError
-from coderun.manifest import find_manifest, known_manifests
+from coderun.manifests.schema import find_manifest, known_manifests
 from coderun.records import TargetOutcome, Task
 from coderun.report.terminal import EMPTY, Fit, make_table, table_or_stacked
 from coderun.tasks import ProjectTaskReport, TaskBuildReport, load_targets, load_tasks, prune_tasks

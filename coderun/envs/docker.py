@@ -36,12 +36,12 @@ from coderun.config import Settings
 from coderun.envs import dockerlib, services
 from coderun.envs.base_image import PYTHON_IN_IMAGE, BaseSpec, BaseStrategy, base_spec, build_base_image
 from coderun.envs.local import find_python, pin_requirements, pip_requirements, resolve_date
+from coderun.envs.sources import Checkout, checkout
+from coderun.envs.testrun import parse_junit, pytest_command, test_env
+from coderun.envs.versions import PACKAGES_SCRIPT, project_environment
 from coderun.errors import EnvironmentBuildError, SandboxError
-from coderun.manifest import Manifest
+from coderun.manifests.schema import Manifest
 from coderun.records import Baseline, ProjectEnvironment
-from coderun.sources import Checkout, checkout
-from coderun.testrun import parse_junit, pytest_command, test_env
-from coderun.versions import PACKAGES_SCRIPT, project_environment
 
 PROJECT_DIR = "/work/project"
 BASELINE_DIR = "/opt/coderun/baseline"

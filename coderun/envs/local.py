@@ -31,12 +31,12 @@ from coderun.config import Settings
 from coderun.envs.progress import Steps
 from coderun.envs.resolve import TOOLING, compile_requirements
 from coderun.envs.services import expand, start_services
+from coderun.envs.sources import Checkout, checkout, commit_date, pip_command
+from coderun.envs.testrun import parse_junit, pytest_command, test_env
+from coderun.envs.versions import PACKAGES_SCRIPT, project_environment
 from coderun.errors import EnvironmentBuildError
-from coderun.manifest import Manifest
+from coderun.manifests.schema import Manifest
 from coderun.records import Baseline, ProjectEnvironment
-from coderun.sources import Checkout, checkout, commit_date, pip_command
-from coderun.testrun import parse_junit, pytest_command, test_env
-from coderun.versions import PACKAGES_SCRIPT, project_environment
 
 ENV_RECIPE_VERSION = "1"
 # Test tooling every environment gets unless the manifest pins its own.

@@ -24,9 +24,9 @@ from typing import Any
 from rich.progress import Progress
 
 from coderun.errors import UsageError
+from coderun.evaluation.store import Result, RunInfo, RunKind, RunStore, RunTask, Sample, code_hash
 from coderun.records import ContextSet, Level, VerdictKind
 from coderun.runner.splice import SampleSyntaxError, SpliceErrorKind, prepare_sample
-from coderun.runner.store import Result, RunInfo, RunKind, RunStore, RunTask, Sample, code_hash
 from coderun.runner.taxonomy import FailureClass, Primary, classify_syntax
 
 

@@ -6,10 +6,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from coderun.config import Settings
+from coderun.envs.sources import checkout
 from coderun.errors import TaskError
-from coderun.manifest import find_manifest
+from coderun.manifests.schema import find_manifest
 from coderun.records import Task
-from coderun.sources import checkout
 
 
 def checkout_resolver(settings: Settings) -> Callable[[Task], Path]:

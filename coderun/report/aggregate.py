@@ -17,9 +17,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from coderun.evaluation.store import Result, RunInfo, RunStore, RunTask
 from coderun.records import Level, RunEnvironment, VerdictKind
-from coderun.report.stats import paired_bootstrap, paired_permutation_test
-from coderun.runner.metrics import (
+from coderun.report.metrics import (
     CONTEXT_KINDS,
     UnderK,
     aggregate_acc_at_k,
@@ -27,7 +27,7 @@ from coderun.runner.metrics import (
     per_task_pass_at_k,
     task_token_hits,
 )
-from coderun.runner.store import Result, RunInfo, RunStore, RunTask
+from coderun.report.stats import paired_bootstrap, paired_permutation_test
 from coderun.runner.taxonomy import primary_of
 
 
@@ -181,7 +181,7 @@ def _acc(ids: list[str], tasks: dict[str, RunTask], codes: dict[str, list[str]],
 
 def _flags(store: RunStore, tasks: dict[str, RunTask]) -> dict[tuple[str, int], list[str]]:
     """Static flags of every sample's code (runner.flags: reported, never a verdict)."""
-    from coderun.runner.flags import sample_flags
+    from coderun.report.flags import sample_flags
 
     return {(s.task_id, s.index): [f"static: {f}" for f in sample_flags(s.code, tasks[s.task_id].name.split(".")[-1])]
             for s in store.samples() if s.task_id in tasks}

@@ -20,11 +20,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from coderun.envs.versions import ENVIRONMENT_FILE  # noqa: E402
 from coderun.records import Package, VerdictKind  # noqa: E402
 from coderun.report.aggregate import Comparison, RunReport, TaskRow, report_files  # noqa: E402
+from coderun.report.metrics import CONTEXT_KINDS  # noqa: E402
 from coderun.report.render import FAILURE_ORDER, group_rows, pct, task_notes  # noqa: E402
-from coderun.runner.metrics import CONTEXT_KINDS  # noqa: E402
-from coderun.versions import ENVIRONMENT_FILE  # noqa: E402
 
 PALETTE = {"pass": "#2e7d32", "syntax": "#8e24aa", "runtime": "#e65100", "functional": "#c62828",
            "timeout": "#f9a825", "other": "#757575", "infra": "#1565c0"}

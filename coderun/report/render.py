@@ -9,12 +9,12 @@ from typing import Any
 from rich.console import Group
 from rich.text import Text
 
+from coderun.envs.versions import ENVIRONMENT_FILE
 from coderun.records import RunEnvironment
 from coderun.report.aggregate import Comparison, GroupStats, RunReport, sample_rows
+from coderun.report.metrics import CONTEXT_KINDS
 from coderun.report.terminal import EMPTY, Fit, drop_columns, empty_columns, make_table
-from coderun.runner.metrics import CONTEXT_KINDS
 from coderun.runner.taxonomy import Primary
-from coderun.versions import ENVIRONMENT_FILE
 
 FAILURE_ORDER = [p.value for p in Primary if p is not Primary.INFRASTRUCTURE]
 

@@ -2,7 +2,7 @@
 
 Evidence comes from places the sample does not write by accident or with generic tricks:
 - the exit code and timeout of the test process, seen from outside by the sandbox;
-- the reporter plugin's records (coderun/runner/reporter_plugin.py), written to a file outside the
+- the reporter plugin's records (coderun/runner/harness/coderun_reporter.py), written to a file outside the
   project copy whose path is removed from the environment before any project code is imported;
   stdout ("PASSED" lines) and junit files are never read for grading;
 - a comparison of every project file after the run with the pristine tree (test files, conftest files
@@ -23,10 +23,10 @@ from pathlib import Path
 
 from coderun.errors import SandboxError
 from coderun.records import Evidence, TestOutcome
-from coderun.runner.sandbox.base import ExecResult, Sandbox
+from coderun.sandbox.base import ExecResult, Sandbox
 
 REPORTER_MODULE = "coderun_reporter"
-_REPORTER_SOURCE = Path(__file__).with_name("reporter_plugin.py")
+_REPORTER_SOURCE = Path(__file__).parent / "harness" / "coderun_reporter.py"
 _LOG_TAIL_LINES = 60
 _RANK = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
 

@@ -5,9 +5,9 @@ naive     for every sample a fresh sandbox (a fresh container with docker, a fre
           then the sandbox is torn down. No sharing of anything between samples; what CoderEval's
           platform did, kept as the reference for correctness and speed.
 workers   one long-lived worker per (project, slot), inside a sandbox started once
-          (coderun/runner/worker_server.py). It has imported pytest already and forks a child per sample;
+          (coderun/runner/harness/coderun_worker.py). It has imported pytest already and forks a child per sample;
           the child runs the same node ids through `pytest.main` on a private, pristine copy of the
-          project (written fresh, or put back after the previous sample: worker_server._Folder),
+          project (written fresh, or put back after the previous sample: coderun_worker._Folder),
           with the limits, scrubbed environment, reporter channel, timeout and leftover-process killing
           of the naive path. The evidence (exit code seen by the worker, reporter records read from a pipe,
           hashes of the copy after the run) goes through the same `grade`.
@@ -51,12 +51,12 @@ from coderun.runner.execute import (
     _write_log,
     run_sample,
 )
-from coderun.runner.sandbox import Sandbox, SandboxSpec, create_sandbox
-from coderun.runner.sandbox.base import CappedBuffer, ExecResult
+from coderun.sandbox import Sandbox, SandboxSpec, create_sandbox
+from coderun.sandbox.base import CappedBuffer, ExecResult
 
 EXECUTORS = ("workers", "naive")
 WORKER_MODULE = "coderun_worker"
-_WORKER_SOURCE = Path(__file__).with_name("worker_server.py")
+_WORKER_SOURCE = Path(__file__).parent / "harness" / "coderun_worker.py"
 _HELLO_TIMEOUT = 180.0      # importing pytest in a cold container
 _GRACE = 30.0               # past a sample's own limit before the host kills the worker
 _BASE_ENV = {"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
@@ -217,7 +217,7 @@ class Worker:
         env = {**cfg["base_env"], **self.sandbox.with_services(self.env), name: value}
         script = [self.spec.python, f"{harness}/{WORKER_MODULE}.py"]
         if self.backend == "docker":
-            from coderun.runner.sandbox.docker import HARNESS, SCRATCH
+            from coderun.sandbox.docker import HARNESS, SCRATCH
 
             scratch = f"{SCRATCH}/wk-{uuid.uuid4().hex[:10]}"
             cfg.update(scratch=scratch, kill_uid=True, clean=["/tmp", "/dev/shm", SCRATCH],
@@ -284,14 +284,14 @@ def _records(report: str, token: str) -> list[dict]:
 
 
 def _local_nproc(pids: int) -> int | None:
-    from coderun.runner.sandbox.local import _nproc_limit
+    from coderun.sandbox.local import _nproc_limit
 
     return _nproc_limit(pids)
 
 
 def _local_cgroup_root() -> str | None:
     """Where the worker can make a pids cgroup per sample (the local backend's process limit as root)."""
-    from coderun.runner.sandbox.local import _PidsCgroup
+    from coderun.sandbox.local import _PidsCgroup
 
     probe = _PidsCgroup.create(f"coderun-probe-{uuid.uuid4().hex[:12]}", 16)
     if probe is None:

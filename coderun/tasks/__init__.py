@@ -85,7 +85,7 @@ def unknown_projects(settings: Settings, names: Iterable[str]) -> set[str]:
     """Those of `names` that no manifest is known for (built-in, --projects / CODERUN_PROJECTS).
     An invalid manifest is an error, not an unknown project."""
     from coderun.errors import ProjectNotFound
-    from coderun.manifest import find_manifest
+    from coderun.manifests.schema import find_manifest
 
     out = set()
     for name in set(names):

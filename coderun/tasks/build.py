@@ -30,7 +30,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from coderun.config import Settings
 from coderun.envs.local import LocalEnv, build_local_env, find_local_env, load_baseline
 from coderun.errors import CoderunError, EnvironmentBuildError, SandboxError, SourceError, TaskError
-from coderun.manifest import Manifest, supplementary_files
+from coderun.manifests.schema import Manifest, supplementary_files
 from coderun.records import (
     ConfigurationTests,
     Level,
@@ -429,11 +429,11 @@ def _runner(manifest: Manifest, settings: Settings, backend: str, env: LocalEnv,
             durations: dict[str, float], jobs: int, notes: list[str]) -> Iterator[TestRunner]:
     """A TestRunner backed by the evaluation's sandbox and workers executor (up to `jobs` workers, each
     keeping the tree in memory), with the evaluation's time limits for the tests it runs."""
-    from coderun.runner.evaluate import project_sandbox_spec, run_limits
+    from coderun.envs.testrun import test_env
+    from coderun.evaluation.evaluate import project_sandbox_spec, run_limits
     from coderun.runner.execute import SampleRun
     from coderun.runner.grade import tampered_machinery
     from coderun.runner.workers import WorkerPool
-    from coderun.testrun import test_env
 
     spec = project_sandbox_spec(manifest, settings, backend)  # exactly the evaluation's sandbox
     lock = threading.Lock()

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coderun.envs.services import expand, start_services
+from coderun.envs.testrun import pytest_command, test_env
 from coderun.errors import TaskError
-from coderun.manifest import Manifest
+from coderun.manifests.schema import Manifest
 from coderun.records import Baseline, TestOutcome
-from coderun.testrun import pytest_command, test_env
 
 # Loaded into the project's pytest with `-p coderun_covctx`; runs inside the project's venv, so it
 # must work with every pytest and coverage version the built-in projects pin (pytest>=6, coverage>=5).

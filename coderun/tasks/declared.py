@@ -15,9 +15,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from coderun.config import Settings
-from coderun.manifest import Manifest, TaskTarget
+from coderun.evaluation.samples import ProblemKind, Resolver, TaskRef, Unavailable, default_prompt
+from coderun.manifests.schema import Manifest, TaskTarget
 from coderun.records import Level, Task
-from coderun.runner.samples import ProblemKind, Resolver, TaskRef, Unavailable, default_prompt
 from coderun.tasks import load_tasks, store
 from coderun.tasks.build import ProjectTaskReport
 from coderun.tasks.discovery import task_id

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from coderun.analyzers.model import FunctionInfo, ProjectAnalysis
-from coderun.manifest import Discovery, Manifest
+from coderun.manifests.schema import Discovery, Manifest
 
 _TEST_DIRS = {"test", "tests", "testing"}
 # Common English function words: a docstring in English uses some of them, a parameter list does not.

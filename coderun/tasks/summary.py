@@ -12,7 +12,7 @@ from pydantic import Field
 
 from coderun.config import Settings
 from coderun.errors import CoderunError
-from coderun.manifest import Manifest
+from coderun.manifests.schema import Manifest
 from coderun.records import Record, TargetOutcome
 from coderun.tasks import store
 from coderun.tasks.build import in_benchmark
@@ -40,7 +40,7 @@ def summarize(manifest: Manifest, settings: Settings, failure: str | None = None
     """`manifest`'s row. The environment is looked up, never built; a source that cannot be checked out
     reads as no environment."""
     from coderun.envs.local import find_local_env, load_baseline
-    from coderun.sources import describe_source
+    from coderun.envs.sources import describe_source
 
     try:
         env = find_local_env(manifest, settings)

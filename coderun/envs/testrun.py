@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from coderun.errors import EnvironmentBuildError, TaskError
-from coderun.manifest import Manifest
+from coderun.manifests.schema import Manifest
 from coderun.records import TestOutcome
 
 _RANK = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}

@@ -33,7 +33,7 @@ import uuid
 
 from coderun.envs import services
 from coderun.errors import SandboxError, SandboxUnavailable, ServiceError
-from coderun.runner.sandbox.base import CappedBuffer, ExecResult, Sandbox, SandboxSpec, check_exec_args
+from coderun.sandbox.base import CappedBuffer, ExecResult, Sandbox, SandboxSpec, check_exec_args
 
 SAMPLE_USER = "coderun"      # the image's unprivileged user (images/base.Dockerfile), owner of /work/project
 IDLE_USER = "65534:65534"    # nobody: PID 1, out of the sample user's reach

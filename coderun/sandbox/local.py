@@ -35,7 +35,7 @@ from pathlib import Path
 
 from coderun.envs.services import Running, launch
 from coderun.errors import SandboxError, SandboxUnavailable
-from coderun.runner.sandbox.base import CappedBuffer, ExecResult, Sandbox, SandboxSpec, check_exec_args
+from coderun.sandbox.base import CappedBuffer, ExecResult, Sandbox, SandboxSpec, check_exec_args
 
 MARKER = "CODERUN_SANDBOX_ID"
 _PREFIX = "coderun-sbx-"

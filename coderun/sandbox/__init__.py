@@ -1,6 +1,6 @@
 """Sandboxes that run a sample's tests: `local` (the project venv) and `docker` (the project image).
 
-    from coderun.runner.sandbox import SandboxSpec, create_sandbox
+    from coderun.sandbox import SandboxSpec, create_sandbox
     with create_sandbox("local", spec) as sb:
         work = sb.new_workdir()
         result = sb.exec([sb.python, "-c", "print(1)"], cwd=work, timeout=10)
@@ -11,7 +11,7 @@ Backends are chosen by name through a registry that fails loudly (UsageError) on
 
 from __future__ import annotations
 
-from coderun.runner.sandbox.base import (
+from coderun.sandbox.base import (
     ExecResult,
     Limits,
     Sandbox,
@@ -24,13 +24,13 @@ from coderun.runner.sandbox.base import (
 
 
 def _local() -> type[Sandbox]:
-    from coderun.runner.sandbox.local import LocalSandbox
+    from coderun.sandbox.local import LocalSandbox
 
     return LocalSandbox
 
 
 def _docker() -> type[Sandbox]:
-    from coderun.runner.sandbox.docker import DockerSandbox
+    from coderun.sandbox.docker import DockerSandbox
 
     return DockerSandbox
 

@@ -26,8 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coderun.config import Settings
+from coderun.envs.sources import checkout
+from coderun.envs.testrun import test_env
+from coderun.envs.versions import ENVIRONMENT_FILE, coderun_environment, differences, environment_text
 from coderun.errors import SandboxError, StoreError, TaskError, UsageError
-from coderun.manifest import Manifest, find_manifest
+from coderun.evaluation.samples import Resolver, first_of, read_samples, resolver_from_tasks
+from coderun.evaluation.store import Result, RunInfo, RunStore, RunTask, Sample, code_hash, new_run_id
+from coderun.manifests.schema import Manifest, find_manifest
 from coderun.records import (
     ConfigurationTests,
     Evidence,
@@ -42,15 +47,10 @@ from coderun.records import (
 )
 from coderun.runner.execute import SampleRun
 from coderun.runner.grade import grade, grade_unspliceable
-from coderun.runner.samples import Resolver, first_of, read_samples, resolver_from_tasks
-from coderun.runner.sandbox import SandboxSpec
 from coderun.runner.splice import splice
-from coderun.runner.store import Result, RunInfo, RunStore, RunTask, Sample, code_hash, new_run_id
 from coderun.runner.taxonomy import SpliceSite
 from coderun.runner.workers import EXECUTORS, NaivePool, WorkerPool, make_pool
-from coderun.sources import checkout
-from coderun.testrun import test_env
-from coderun.versions import ENVIRONMENT_FILE, coderun_environment, differences, environment_text
+from coderun.sandbox import SandboxSpec
 
 # Consecutive sandbox failures after which the run stops (the engine or the disk is gone), resumable.
 MAX_CONSECUTIVE_INFRA = 3

@@ -1,7 +1,7 @@
 """Context-ablation studies: one arm per (context variant, docstring), one comparison across the arms.
 
 Each arm goes prompts -> samples -> run through the ordinary stages (coderun.prompts, coderun.generate,
-coderun.runner.evaluate), or starts from a samples file produced elsewhere. Everything lands in one
+coderun.evaluation.evaluate), or starts from a samples file produced elsewhere. Everything lands in one
 folder a person can open:
 
     <out>/ablation.json               the plan (arms, model, sampling, task selection); a re-run must match it
@@ -37,6 +37,8 @@ from rich.text import Text
 
 from coderun.config import Settings
 from coderun.errors import GenerationError, StoreError, TaskError, UsageError
+from coderun.evaluation.evaluate import EvalRequest, execute, start_run
+from coderun.evaluation.store import DB_NAME, Result, RunStore, new_run_id
 from coderun.generate import GenerationConfig, Provider, run_generation
 from coderun.prompts import (
     PromptRecord,
@@ -50,11 +52,9 @@ from coderun.prompts.checkouts import checkout_resolver
 from coderun.prompts.records import variant_name
 from coderun.records import Level, Task, VerdictKind
 from coderun.report.aggregate import Comparison, RunReport, build_report, compare
+from coderun.report.metrics import UnderK
 from coderun.report.render import pct
 from coderun.report.terminal import make_table
-from coderun.runner.evaluate import EvalRequest, execute, start_run
-from coderun.runner.metrics import UnderK
-from coderun.runner.store import DB_NAME, Result, RunStore, new_run_id
 
 DOCSTRINGS = ("original", "human")
 

@@ -30,7 +30,7 @@ import git
 
 from coderun.config import Settings
 from coderun.errors import ManifestError, SourceError
-from coderun.manifest import Manifest, supplementary_files
+from coderun.manifests.schema import Manifest, supplementary_files
 
 # Snapshots (sdists, plain directories) are committed with a fixed identity and date so that the same
 # content always gives the same commit sha.

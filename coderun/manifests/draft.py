@@ -1,6 +1,6 @@
 """`coderun projects add`: draft a manifest for a repository a user points at.
 
-The source is checked out like any manifest's (coderun.sources), then read, never run: setup.py is
+The source is checked out like any manifest's (coderun.envs.sources), then read, never run: setup.py is
 parsed with `ast`, configuration files with their parsers. Each decision is written into the draft as a
 comment naming the file it came from, so a user can check it before building an environment.
 """
@@ -28,9 +28,9 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
 from coderun.config import Settings
+from coderun.envs.sources import Checkout, checkout, commit_date, download_sdist, pip_command
 from coderun.errors import ManifestError, SourceError, UsageError
-from coderun.manifest import Manifest, parse_manifest
-from coderun.sources import Checkout, checkout, commit_date, download_sdist, pip_command
+from coderun.manifests.schema import Manifest, parse_manifest
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -1,0 +1,1 @@
+"""Evaluation runs: samples in, verdicts stored (start_run, execute, the run store)."""

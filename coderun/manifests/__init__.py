@@ -1,0 +1,1 @@
+"""Project manifests: the schema, and drafting one from a repository."""

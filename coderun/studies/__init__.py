@@ -1,0 +1,1 @@
+"""Studies built from several runs (context ablation)."""
