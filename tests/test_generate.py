@@ -72,6 +72,16 @@ def test_extract_unterminated_fence_of_a_truncated_answer():
     assert got.how is Extraction.FENCED and got.code == "def f(a):\n    return a\n"
 
 
+def test_generation_and_splicing_take_the_same_tilde_fenced_block():
+    """Generation once accepted only backtick fences while the splicer also took ~~~: one extractor now."""
+    from coderun.runner.splice import extract_code as splice_extract
+
+    answer = "Sure:\n~~~python\ndef f(a):\n    return a\n~~~\nBye."
+    got = extract_code(answer, "f")
+    assert got.how is Extraction.FENCED and got.code == "def f(a):\n    return a\n"
+    assert splice_extract(answer, "f")[0] == got.code
+
+
 def test_extract_def_from_plain_prose():
     answer = "The function is\n@cache\ndef f(a):\n    b = a\n    return b\nand that is all.\n"
     got = extract_code(answer, "f")

@@ -51,6 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tree_sitter import Language, Node, Parser
 
 from coderun.errors import TaskError
+from coderun.runner.fences import python_blocks
 
 _LANGUAGE = Language(tree_sitter_python.language())
 _local = threading.local()
@@ -235,9 +236,6 @@ def _candidate_classes(top: list[Node], class_path: list[str]) -> Iterator[Node]
 
 # --------------------------------------------------------------------------- preparing the sample
 
-_FENCE = re.compile(r"^[ \t]*(```|~~~)[ \t]*([\w+.-]*)[^\n]*\n(.*?)(?:^[ \t]*\1[ \t]*$|\Z)",
-                    re.MULTILINE | re.DOTALL)
-_PY_LANGS = {"", "python", "py", "python3", "py3", "pycon", "ipython"}
 _CODE_START = re.compile(r"^(async\s+def\s|def\s|class\s|@|import\s|from\s|#)")
 
 
@@ -311,7 +309,7 @@ def _ast_defines(tree: ast.Module, name: str) -> bool:
 
 def fenced_blocks(text: str, name: str) -> list[str]:
     """Python blocks of a markdown answer, those that define `name` first."""
-    blocks = [m.group(3) for m in _FENCE.finditer(text) if m.group(2).lower() in _PY_LANGS]
+    blocks = python_blocks(text)
     pattern = _def_pattern(name)
     # a cheap pre-filter for the order; the definition is found by parsing later
     return sorted(blocks, key=lambda block: pattern.search(block) is None)
