@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from coderun.cli.main import app
 from coderun.config import load_settings
-from coderun.generate.records import Sample
+from coderun.generate.records import GeneratedSample
 from coderun.manifests.schema import find_manifest
 from coderun.prompts import PromptSpec, build_prompts
 from coderun.prompts.checkouts import checkout_resolver
@@ -124,7 +124,7 @@ def test_interrupted_ablation_resumes_generation_and_runs(cachetools, tmp_path):
     assert _results(none_db) == none_before                 # a finished run is reused as it was
     assert len(_results(oracle_db)) == 4                    # the unfinished one was completed
     assert _comparison(out)["deltas"] == first["deltas"]
-    samples = [Sample.model_validate_json(line) for line in (out / "samples" / "none_original.jsonl").open()]
+    samples = [GeneratedSample.model_validate_json(line) for line in (out / "samples" / "none_original.jsonl").open()]
     assert sorted((s.prompt_id, s.index) for s in samples) == sorted({(s.prompt_id, s.index) for s in samples})
 
 

@@ -12,7 +12,7 @@ from coderun.cli.main import app
 from coderun.errors import GenerationError, UsageError
 from coderun.generate import Endpoint, GenerationConfig, GenerationRequest, RetryPolicy, get_provider
 from coderun.generate.extract import Extraction, assemble_solution, extract_code
-from coderun.generate.records import Sample, raw_path_for
+from coderun.generate.records import GeneratedSample, raw_path_for
 from coderun.generate.runner import run_generation
 from coderun.prompts.records import ChatMessage, PromptRecord, write_prompts
 from tests.fake_openai import FakeOpenAI, last_user_message
@@ -44,8 +44,8 @@ def _provider(fake: FakeOpenAI, sleeps: list[float] | None = None, **policy):
                         retry=RetryPolicy(sleep=record, **{**FAST, **policy}))
 
 
-def _samples(path: Path) -> list[Sample]:
-    return [Sample.model_validate_json(line) for line in path.read_text().splitlines()]
+def _samples(path: Path) -> list[GeneratedSample]:
+    return [GeneratedSample.model_validate_json(line) for line in path.read_text().splitlines()]
 
 
 # --- extraction ----------------------------------------------------------------------------------------

@@ -18,9 +18,9 @@ from coderun.evaluation.store import (
     Result,
     RunInfo,
     RunKind,
+    RunSample,
     RunStore,
     RunTask,
-    Sample,
     code_hash,
     resolve_run_dir,
 )
@@ -31,7 +31,7 @@ def _store(tmp_path: Path) -> RunStore:
     store = RunStore.create(tmp_path / "run", RunInfo(run_id="r1", label="m", config={"k": [1, 5]}))
     store.add_tasks([RunTask(task_id="p/a.py::f", project="p", level=Level.SELF_CONTAINED,
                              oracle_context=ContextSet(apis=["len"]))])
-    store.add_samples([Sample(task_id="p/a.py::f", index=i, code=f"def f():\n    return {i}\n") for i in range(3)])
+    store.add_samples([RunSample(task_id="p/a.py::f", index=i, code=f"def f():\n    return {i}\n") for i in range(3)])
     return store
 
 
@@ -56,7 +56,7 @@ def test_recording_a_result_twice_does_not_duplicate_it(tmp_path):
     store = _store(tmp_path)
     store.record_result(Result(task_id="p/a.py::f", index=0, verdict=VerdictKind.FAIL, failure="runtime"))
     store.record_result(Result(task_id="p/a.py::f", index=0, verdict=VerdictKind.FAIL, failure="runtime"))
-    store.add_samples([Sample(task_id="p/a.py::f", index=0, code="other")])   # re-adding is ignored
+    store.add_samples([RunSample(task_id="p/a.py::f", index=0, code="other")])   # re-adding is ignored
     assert len(store.results()) == 1 and store.counts()["samples"] == 3
 
 
@@ -68,7 +68,7 @@ def test_result_for_an_unknown_sample_is_refused(tmp_path):
 
 def test_concurrent_writers_from_threads(tmp_path):
     store = _store(tmp_path)
-    store.add_samples([Sample(task_id="p/a.py::f", index=i, code="x") for i in range(3, 60)])
+    store.add_samples([RunSample(task_id="p/a.py::f", index=i, code="x") for i in range(3, 60)])
     threads = [threading.Thread(target=lambda i=i: store.record_result(
         Result(task_id="p/a.py::f", index=i, verdict=VerdictKind.PASS))) for i in range(60)]
     for t in threads:
@@ -121,7 +121,7 @@ WRITER = textwrap.dedent("""
 def test_sigkill_loses_no_finished_result(tmp_path, kill_after):
     """Every result whose record_result returned before the kill is in the store afterwards."""
     store = _store(tmp_path)
-    store.add_samples([Sample(task_id="p/a.py::f", index=i, code="x") for i in range(3, 1000)])
+    store.add_samples([RunSample(task_id="p/a.py::f", index=i, code="x") for i in range(3, 1000)])
     store.close()
     proc = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path / "run")], stdout=subprocess.PIPE,
                             text=True, env={**os.environ})

@@ -31,7 +31,7 @@ from coderun.envs.testrun import test_env
 from coderun.envs.versions import ENVIRONMENT_FILE, coderun_environment, differences, environment_text
 from coderun.errors import SandboxError, StoreError, TaskError, UsageError
 from coderun.evaluation.samples import Resolver, first_of, read_samples, resolver_from_tasks
-from coderun.evaluation.store import Result, RunInfo, RunStore, RunTask, Sample, code_hash, new_run_id
+from coderun.evaluation.store import Result, RunInfo, RunSample, RunStore, RunTask, code_hash, new_run_id
 from coderun.manifests.schema import Manifest, find_manifest
 from coderun.records import (
     ConfigurationTests,
@@ -158,10 +158,10 @@ def _config(req: EvalRequest, tasks: list[Task], settings: Settings) -> dict:
 
 
 def _samples(req: EvalRequest, tasks: list[Task], summary: RunSummary,
-             on_problem: Callable[[str], None], fallback: Resolver) -> list[Sample]:
+             on_problem: Callable[[str], None], fallback: Resolver) -> list[RunSample]:
     if req.ground_truth or req.blank:
         make = _original_code if req.ground_truth else _blank_code
-        return [Sample(task_id=t.task_id, index=0, code=make(t), hash=code_hash(make(t))) for t in tasks]
+        return [RunSample(task_id=t.task_id, index=0, code=make(t), hash=code_hash(make(t))) for t in tasks]
     loaded = read_samples(req.samples, first_of(resolver_from_tasks(tasks), fallback))
     for p in loaded.problems:
         msg = f"{req.samples}:{p.line}: {p.kind.value}: {p.message}"
@@ -174,7 +174,7 @@ def _samples(req: EvalRequest, tasks: list[Task], summary: RunSummary,
             summary.skipped_samples += 1
             continue
         meta = {**s.metadata, "line": s.line, "input_id": s.input_id, "kind": s.kind.value}
-        out.append(Sample(task_id=s.task_id, index=s.index, code=s.code, hash=code_hash(s.code), metadata=meta))
+        out.append(RunSample(task_id=s.task_id, index=s.index, code=s.code, hash=code_hash(s.code), metadata=meta))
     if not out:
         raise UsageError(f"{req.samples}: no usable sample for the selected tasks",
                          hint="check the task ids (coderun tasks list) and the problems listed above")
@@ -209,7 +209,7 @@ class _Unit:
 
     task: Task
     code: str
-    samples: list[Sample]
+    samples: list[RunSample]
 
     @property
     def cost(self) -> float:

@@ -1,4 +1,4 @@
-"""Reading generated samples (JSON lines) into typed `Sample` records.
+"""Reading generated samples (JSON lines) into typed `InputSample` records.
 
 Two formats, detected per line:
 
@@ -47,7 +47,9 @@ class ProblemKind(str, Enum):
     EMPTY = "empty"                # the code is blank
 
 
-class Sample(BaseModel):
+class InputSample(BaseModel):
+    """One sample as read from an input samples file, resolved to its task (before it joins a run)."""
+
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     task_id: str                   # canonical coderun task id
@@ -71,7 +73,7 @@ class SampleProblem(BaseModel):
 class LoadedSamples(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    samples: list[Sample] = Field(default_factory=list)
+    samples: list[InputSample] = Field(default_factory=list)
     problems: list[SampleProblem] = Field(default_factory=list)
 
     def per_task(self) -> dict[str, int]:
@@ -199,7 +201,7 @@ def _records(line: str, resolver: Resolver) -> list[_Raw]:
 
 def parse_samples(lines: Iterable[str], resolver: Resolver) -> LoadedSamples:
     """Samples and problems from JSON lines (blank lines are skipped)."""
-    samples: list[Sample] = []
+    samples: list[InputSample] = []
     problems: list[SampleProblem] = []
     counters: Counter[str] = Counter()
     for number, line in enumerate(lines, start=1):
@@ -226,7 +228,7 @@ def parse_samples(lines: Iterable[str], resolver: Resolver) -> LoadedSamples:
                 problems.append(SampleProblem(line=number, kind=ProblemKind.EMPTY, task_id=ref.task_id,
                                               message=f"empty sample (#{index} of {ref.task_id})"))
                 continue
-            samples.append(Sample(task_id=ref.task_id, index=index, line=number, code=raw.code,
+            samples.append(InputSample(task_id=ref.task_id, index=index, line=number, code=raw.code,
                                   kind=raw.kind, input_id=raw.input_id, metadata=raw.metadata))
     return LoadedSamples(samples=samples, problems=problems)
 

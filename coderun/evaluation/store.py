@@ -87,7 +87,9 @@ class RunTask(BaseModel):
                    name=task.qualname, aliases=task.aliases, oracle_context=task.oracle_context, task=task)
 
 
-class Sample(BaseModel):
+class RunSample(BaseModel):
+    """A sample of a run, as the run store keeps it (the `samples` table)."""
+
     model_config = ConfigDict(extra="forbid")
 
     task_id: str
@@ -222,7 +224,7 @@ class RunStore:
         with self._tx() as c:
             c.executemany("INSERT OR REPLACE INTO tasks VALUES (?, ?, ?, ?)", rows)
 
-    def add_samples(self, samples: Iterable[Sample]) -> None:
+    def add_samples(self, samples: Iterable[RunSample]) -> None:
         rows = [(s.task_id, s.index, s.code, s.hash or code_hash(s.code), json.dumps(s.metadata))
                 for s in samples]
         with self._tx() as c:
@@ -261,9 +263,9 @@ class RunStore:
         rows = self._conn.execute("SELECT record FROM tasks ORDER BY task_id").fetchall()
         return [_load(RunTask, r[0], self.path) for r in rows]
 
-    def samples(self) -> list[Sample]:
+    def samples(self) -> list[RunSample]:
         rows = self._conn.execute("SELECT task_id, idx, code, hash, metadata FROM samples ORDER BY task_id, idx")
-        return [Sample(task_id=t, index=i, code=c, hash=h, metadata=json.loads(m)) for t, i, c, h, m in rows]
+        return [RunSample(task_id=t, index=i, code=c, hash=h, metadata=json.loads(m)) for t, i, c, h, m in rows]
 
     def results(self) -> list[Result]:
         rows = self._conn.execute("SELECT task_id, idx, verdict, failure, reason, evidence, spliced_path, "
@@ -272,12 +274,12 @@ class RunStore:
                        evidence=_load(Evidence, e, self.path) if e else None, spliced_path=s, log_path=lg,
                        duration=d, finished_at=fa) for t, i, v, f, r, e, s, lg, d, fa in rows]
 
-    def pending(self) -> list[Sample]:
+    def pending(self) -> list[RunSample]:
         """Samples without a result, in input order: what `--resume` still has to run."""
         rows = self._conn.execute(
             "SELECT s.task_id, s.idx, s.code, s.hash, s.metadata FROM samples s LEFT JOIN results r "
             "ON r.task_id = s.task_id AND r.idx = s.idx WHERE r.task_id IS NULL ORDER BY s.task_id, s.idx")
-        return [Sample(task_id=t, index=i, code=c, hash=h, metadata=json.loads(m)) for t, i, c, h, m in rows]
+        return [RunSample(task_id=t, index=i, code=c, hash=h, metadata=json.loads(m)) for t, i, c, h, m in rows]
 
     def counts(self) -> dict[str, int]:
         c = self._conn
