@@ -152,6 +152,9 @@ def test_samples_mode_compares_given_files_without_generating(cachetools, tmp_pa
     assert c["groups"] == ["overall", "file_runnable"]
     assert not (out / "prompts").exists() and not (out / "samples").exists()
     assert (out / "runs" / "blank" / "run.sqlite").is_file() and (out / "comparison.md").is_file()
+    for arm in ("blank", "original"):   # each arm's run folder is written as `coderun eval` writes one
+        report = json.loads((out / "runs" / arm / "report.json").read_text())
+        assert (out / "runs" / arm / "report.md").is_file() and report
 
 
 @pytest.mark.parametrize(("args", "message"), [

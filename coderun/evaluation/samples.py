@@ -32,19 +32,12 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from coderun.errors import UsageError
 from coderun.records import Task
+from coderun.tasks.resolve import ProblemKind, Resolver, TaskRef, Unavailable, default_prompt
 
 
 class SampleKind(str, Enum):
     SOLUTION = "solution"      # a whole function
     COMPLETION = "completion"  # prompt + completion is the function
-
-
-class ProblemKind(str, Enum):
-    MALFORMED = "malformed"        # not JSON, not an object, no task id, no code field, wrong types
-    UNKNOWN_TASK = "unknown_task"  # the resolver does not know the task id
-    UNVERIFIED = "unverified_task"  # a known task whose tests were not verified (weak, flaky, uncovered...)
-    UNBUILT = "unbuilt_task"       # a declared task whose project's tasks failed to build or lack it
-    EMPTY = "empty"                # the code is blank
 
 
 class InputSample(BaseModel):
@@ -78,33 +71,6 @@ class LoadedSamples(BaseModel):
 
     def per_task(self) -> dict[str, int]:
         return dict(Counter(s.task_id for s in self.samples))
-
-
-@dataclass(frozen=True)
-class TaskRef:
-    """What loading needs to know about a task: its canonical id and its default prompt."""
-
-    task_id: str
-    prompt: str
-
-
-@dataclass(frozen=True)
-class Unavailable:
-    """A task id the resolver knows but cannot evaluate, and why (one line, shown as the problem)."""
-
-    task_id: str
-    kind: ProblemKind
-    reason: str
-
-
-Resolver = Callable[[str], TaskRef | Unavailable | None]
-
-
-def default_prompt(task: Task) -> str:
-    """Signature + docstring, ending where the body starts (CoderEval's completion prompt)."""
-    indent = " " * 4
-    doc = (task.docstring or "").replace('"""', r"\"\"\"")
-    return f'{task.signature.rstrip()}\n{indent}"""{doc}"""\n{indent}'
 
 
 def resolver_from_tasks(tasks: Iterable[Task], prompt: Callable[[Task], str] = default_prompt) -> Resolver:

@@ -29,6 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
+from coderun.choices import Backend, Executor
 from coderun.config import Settings
 from coderun.errors import StoreError
 from coderun.records import ContextSet, Evidence, Level, RunEnvironment, Task, Verdict, VerdictKind
@@ -56,6 +57,34 @@ class RunKind(str, Enum):
     IMPORTED = "imported"     # someone else's verdicts (e.g. CoderEval's released results), not re-run
 
 
+class RunConfig(BaseModel):
+    """How an eval run was asked for, checked when it starts; `--resume` reads it back. Stored as the
+    JSON object earlier versions wrote as a dict (field names and order kept), so their runs still open."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    samples: str | None = None                        # the samples file, or None for ground truth / blank
+    ground_truth: bool = False
+    blank: bool = False
+    level: Level | None = None
+    backend: Backend = Backend.LOCAL
+    jobs: int = 1
+    include_weak: bool = False
+    manifests: dict[str, str] = Field(default_factory=dict)   # project -> the manifest file it was run from
+    executor: Executor = Executor.WORKERS             # runs made before executors existed: the default
+
+
+class ImportConfig(BaseModel):
+    """Where an imported run's verdicts came from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    importer: str
+    results_sha256: str
+    dataset: str | None = None
+    verdicts: str = ""
+
+
 class RunInfo(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -64,7 +93,15 @@ class RunInfo(BaseModel):
     created_at: str = Field(default_factory=lambda: _now())
     label: str = ""                                   # shown in reports (model, prompt variant...)
     source: str | None = None                         # imported runs: the file the verdicts came from
-    config: dict[str, JsonValue] = Field(default_factory=dict)   # how the run was made, as given
+    # How the run was made; the first that validates (both forbid unknown fields, so they cannot mix).
+    config: RunConfig | ImportConfig = Field(default_factory=RunConfig, union_mode="left_to_right")
+
+    def eval_config(self) -> RunConfig:
+        """The config of a run coderun evaluates (not an imported one)."""
+        if not isinstance(self.config, RunConfig):
+            raise StoreError(f"run {self.run_id} was imported ({self.source}): its verdicts are not coderun's "
+                             "to evaluate or resume")
+        return self.config
 
 
 class RunTask(BaseModel):
