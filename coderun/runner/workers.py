@@ -40,6 +40,7 @@ import warnings
 from dataclasses import replace
 from pathlib import Path
 
+from coderun.choices import Backend, Executor
 from coderun.errors import SandboxError
 from coderun.records import Evidence
 from coderun.runner.execute import (
@@ -426,7 +427,8 @@ def executor_names() -> tuple[str, ...]:
     return EXECUTORS
 
 
-def make_pool(executor: str, backend: str, specs: dict[str, SandboxSpec], jobs: int) -> WorkerPool | NaivePool:
+def make_pool(executor: Executor, backend: Backend, specs: dict[str, SandboxSpec], jobs: int
+              ) -> WorkerPool | NaivePool:
     if executor == "workers":
         return WorkerPool(backend, specs, jobs)
     if executor == "naive":

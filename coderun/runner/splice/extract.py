@@ -9,19 +9,17 @@ from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
+from coderun.runner.fences import python_blocks
 from coderun.runner.splice.nodes import Found, find_in_sample, multiline_string_rows, parse_tree
 from coderun.runner.splice.pyparse import ast_defines, parses, syntax_message
 from coderun.runner.splice.result import SampleSyntaxError, SpliceErrorKind
 
-_FENCE = re.compile(r"^[ \t]*(```|~~~)[ \t]*([\w+.-]*)[^\n]*\n(.*?)(?:^[ \t]*\1[ \t]*$|\Z)",
-                    re.MULTILINE | re.DOTALL)
-_PY_LANGS = {"", "python", "py", "python3", "py3", "pycon", "ipython"}
 _CODE_START = re.compile(r"^(async\s+def\s|def\s|class\s|@|import\s|from\s|#)")
 
 
 def fenced_blocks(text: str, name: str) -> list[str]:
     """Python blocks of a markdown answer, those that define `name` first."""
-    blocks = [m.group(3) for m in _FENCE.finditer(text) if m.group(2).lower() in _PY_LANGS]
+    blocks = python_blocks(text)
     pattern = _def_pattern(name)
     # a cheap pre-filter for the order; the definition is found by parsing later
     return sorted(blocks, key=lambda block: pattern.search(block) is None)
