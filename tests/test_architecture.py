@@ -18,7 +18,7 @@ MAX_FUNCTION_LINES = 60
 STAGES = ("shared", "manifests", "envs", "sandbox", "analyzers", "runner", "tasks", "prompts", "generate",
           "evaluation", "report", "importers", "studies", "cli")
 # Modules at the package's top level: the shared ones anyone may import, and the entry point.
-TOP_LEVEL = {"__init__": "shared", "errors": "shared", "config": "shared", "records": "shared",
+TOP_LEVEL = {"__init__": "shared", "errors": "shared", "config": "shared", "records": "shared", "choices": "shared",
              "__main__": "cli"}
 # Shipped into the sandbox and run by the project's interpreter on their own: they import nothing of coderun.
 HARNESS = PACKAGE / "runner" / "harness"
