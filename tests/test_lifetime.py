@@ -5,6 +5,7 @@ both executors."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -141,10 +142,8 @@ def _cleanup(proc: subprocess.Popen, tmp: Path, mark: str, backend: str) -> None
     """Whatever the assertion found, do not leave it to the next test."""
     with_pids = _processes_with(mark.encode()) + _processes_with(str(tmp).encode() + b"/coderun-sbx-")
     for pid in [proc.pid, *with_pids]:
-        try:
+        with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
     if backend == "docker":
         for cid in _containers(proc.pid):
             subprocess.run(["docker", "rm", "-f", cid], capture_output=True)

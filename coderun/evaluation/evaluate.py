@@ -46,10 +46,10 @@ from coderun.records import (
     VerdictKind,
 )
 from coderun.runner.execute import SampleRun
+from coderun.runner.executors import EXECUTORS, NaivePool, WorkerPool, make_pool
 from coderun.runner.grade import grade, grade_unspliceable
 from coderun.runner.splice import splice
 from coderun.runner.taxonomy import SpliceSite
-from coderun.runner.workers import EXECUTORS, NaivePool, WorkerPool, make_pool
 from coderun.sandbox import SandboxSpec
 
 # Consecutive sandbox failures after which the run stops (the engine or the disk is gone), resumable.

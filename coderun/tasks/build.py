@@ -432,8 +432,8 @@ def _runner(manifest: Manifest, settings: Settings, backend: str, env: LocalEnv,
     from coderun.envs.testrun import test_env
     from coderun.evaluation.evaluate import project_sandbox_spec, run_limits
     from coderun.runner.execute import SampleRun
+    from coderun.runner.executors import WorkerPool
     from coderun.runner.grade import tampered_machinery
-    from coderun.runner.workers import WorkerPool
 
     spec = project_sandbox_spec(manifest, settings, backend)  # exactly the evaluation's sandbox
     lock = threading.Lock()
