@@ -177,7 +177,8 @@ class DockerSandbox(Sandbox):
             created = self._api.create_container(
                 self.spec.image, command=[self.spec.python, "-I", "-c", _REAPER], user=IDLE_USER,
                 name=name, labels=labels, host_config=host_config, network_disabled=True,
-                working_dir="/", environment={"PYTHONDONTWRITEBYTECODE": "1"}, stdin_open=True, stdin_once=True)
+                working_dir="/", environment={"PYTHONDONTWRITEBYTECODE": "1"},
+                stdin_open=True)  # not detached: docker-py then sets StdinOnce
             self._hold(created["Id"])
             self._api.start(created["Id"])
         except docker.errors.ImageNotFound:
