@@ -57,10 +57,10 @@ from coderun.records import (
     VerdictKind,
 )
 from coderun.runner.execute import SampleRun
+from coderun.runner.executors import NaivePool, WorkerPool, make_pool
 from coderun.runner.grade import grade, grade_unspliceable
 from coderun.runner.splice import splice
 from coderun.runner.taxonomy import SpliceSite
-from coderun.runner.workers import NaivePool, WorkerPool, make_pool
 from coderun.sandbox import SandboxSpec
 from coderun.sandbox.project import original_tree, project_sandbox, run_limits, top_level_packages
 

@@ -348,8 +348,8 @@ def _runner(manifest: Manifest, settings: Settings, backend: str, env: LocalEnv,
     keeping the tree in memory), with the evaluation's time limits for the tests it runs."""
     from coderun.envs.testrun import test_env
     from coderun.runner.execute import SampleRun
+    from coderun.runner.executors import WorkerPool
     from coderun.runner.grade import tampered_machinery
-    from coderun.runner.workers import WorkerPool
     from coderun.sandbox.project import project_sandbox_spec, run_limits
 
     spec = project_sandbox_spec(manifest, settings, backend)  # exactly the evaluation's sandbox
