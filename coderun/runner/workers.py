@@ -255,7 +255,7 @@ class Worker:
         timing = " ".join(f"{k} {v:.3f}s" for k, v in (answer.get("timing") or {}).items())
         shared = "; pytest configured once for the task" if answer.get("template") else ""
         write_log(run, evidence, result, records, note=f"executor: workers (worker pid {self.pid}, "
-                   f"{self.backend} slot {self.spec.slot}; {timing}{shared})")
+                  f"{self.backend} slot {self.spec.slot}; {timing}{shared})")
         return evidence
 
     def close(self) -> None:
