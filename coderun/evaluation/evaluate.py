@@ -56,7 +56,7 @@ from coderun.records import (
     Verdict,
     VerdictKind,
 )
-from coderun.runner.execute import SampleRun
+from coderun.runner.evidence import SampleRun
 from coderun.runner.executors import NaivePool, WorkerPool, make_pool
 from coderun.runner.grade import grade, grade_unspliceable
 from coderun.runner.splice import splice

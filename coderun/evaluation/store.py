@@ -32,7 +32,16 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 from coderun.choices import Backend, Executor
 from coderun.config import Settings
 from coderun.errors import StoreError
-from coderun.records import ContextSet, Evidence, Level, RunEnvironment, Task, Verdict, VerdictKind
+from coderun.records import (
+    ContextSet,
+    Evidence,
+    FindingKind,
+    Level,
+    RunEnvironment,
+    Task,
+    Verdict,
+    VerdictKind,
+)
 
 SCHEMA_VERSION = 1
 DB_NAME = "run.sqlite"
@@ -308,7 +317,7 @@ class RunStore:
         rows = self._conn.execute("SELECT task_id, idx, verdict, failure, reason, evidence, spliced_path, "
                                   "log_path, duration, finished_at FROM results ORDER BY task_id, idx")
         return [Result(task_id=t, index=i, verdict=VerdictKind(v), failure=f, reason=r,
-                       evidence=_load(Evidence, e, self.path) if e else None, spliced_path=s, log_path=lg,
+                       evidence=_load_evidence(e, self.path) if e else None, spliced_path=s, log_path=lg,
                        duration=d, finished_at=fa) for t, i, v, f, r, e, s, lg, d, fa in rows]
 
     def pending(self) -> list[RunSample]:
@@ -348,3 +357,34 @@ def _load(model: type[BaseModel], text: str, path: Path) -> Any:
         return model.model_validate_json(text)
     except ValidationError as e:
         raise StoreError(f"{path / DB_NAME}: a stored {model.__name__} does not validate: {e}") from None
+
+
+# Runs stored before findings had kinds hold `tampering` as messages; grading then decided on these words.
+_LEGACY_MACHINERY_MARKS = ("test file ", "conftest.py created", "pytest plugin", "was replaced", "plugins registered")
+
+
+def _load_evidence(text: str, path: Path) -> Evidence:
+    """A stored Evidence; one of an older run gets its messages as findings of a legacy kind, sorted by the
+    words grading decided on then, so it reads (and would grade) as before."""
+    try:
+        return Evidence.model_validate_json(text)
+    except ValidationError:
+        data = _json_or_none(text)
+    old = data.get("tampering") if isinstance(data, dict) else None
+    if not isinstance(old, list) or not any(isinstance(t, str) for t in old):
+        return _load(Evidence, text, path)  # not an older run's evidence: say what does not validate
+    data["tampering"] = [_legacy_finding(t) if isinstance(t, str) else t for t in old]
+    return _load(Evidence, json.dumps(data), path)
+
+
+def _json_or_none(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _legacy_finding(message: str) -> dict[str, str]:
+    machinery = any(mark in message for mark in _LEGACY_MACHINERY_MARKS)
+    kind = FindingKind.LEGACY_MACHINERY if machinery else FindingKind.LEGACY_NOTE
+    return {"kind": kind.value, "detail": message}

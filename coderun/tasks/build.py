@@ -347,9 +347,8 @@ def _runner(manifest: Manifest, settings: Settings, backend: str, env: LocalEnv,
     """A TestRunner backed by the evaluation's sandbox and workers executor (up to `jobs` workers, each
     keeping the tree in memory), with the evaluation's time limits for the tests it runs."""
     from coderun.envs.testrun import test_env
-    from coderun.runner.execute import SampleRun
+    from coderun.runner.evidence import SampleRun
     from coderun.runner.executors import WorkerPool
-    from coderun.runner.grade import tampered_machinery
     from coderun.sandbox.project import project_sandbox_spec, run_limits
 
     spec = project_sandbox_spec(manifest, settings, backend)  # exactly the evaluation's sandbox
@@ -380,10 +379,10 @@ def _runner(manifest: Manifest, settings: Settings, backend: str, env: LocalEnv,
         if ev.infra_error:
             raise SandboxError(f"{manifest.name}: the sandbox failed while verifying tasks: {ev.infra_error}",
                                hint=f"see {log}; the decisions made so far are kept, run the build again")
-        machinery = tampered_machinery(ev.tampering)
+        machinery = ev.machinery()
         if machinery:  # evaluation would grade every sample of this run as tampering: say so now
             raise TaskError(f"{manifest.name}: running the project's own code trips coderun's tampering check "
-                            f"({'; '.join(machinery)}); every sample would fail as tampering",
+                            f"({'; '.join(f.detail for f in machinery)}); every sample would fail as tampering",
                             hint=f"see {ev.log_path}; this is the environment (a test dependency hooking pytest "
                                  "the way a sample would), so please report it with the log")
         return {t.nodeid: t.outcome for t in ev.outcomes}

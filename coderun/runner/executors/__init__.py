@@ -15,7 +15,7 @@ from typing import Protocol
 
 from coderun.choices import Backend, Executor
 from coderun.records import Evidence
-from coderun.runner.execute import SampleRun
+from coderun.runner.evidence import SampleRun
 from coderun.runner.executors.naive import NaivePool, run_naive
 from coderun.runner.executors.workers import WorkerLost, WorkerPool
 from coderun.sandbox import SandboxSpec

@@ -12,7 +12,8 @@ from dataclasses import replace
 
 from coderun.errors import SandboxError
 from coderun.records import Evidence
-from coderun.runner.execute import SampleRun, run_sample
+from coderun.runner.evidence import SampleRun
+from coderun.runner.execute import run_sample
 from coderun.sandbox import SandboxSpec, create_sandbox
 
 

@@ -34,13 +34,13 @@ from pathlib import Path
 
 from coderun.errors import SandboxError
 from coderun.records import Evidence
-from coderun.runner.execute import (
+from coderun.runner.evidence import (
     SampleRun,
-    _command,
-    _evidence,
-    _file_tampering,
-    _install_reporter,
-    _write_log,
+    build_evidence,
+    install_reporter,
+    read_records,
+    sample_command,
+    write_log,
 )
 from coderun.runner.executors.naive import run_naive
 from coderun.sandbox import Sandbox, SandboxSpec, create_sandbox
@@ -136,7 +136,7 @@ class Worker:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     self.sandbox.start()
-            harness = _install_reporter(self.sandbox)
+            harness = install_reporter(self.sandbox)
             self.sandbox.write_file(f"{harness}/{WORKER_MODULE}.py", _WORKER_SOURCE.read_bytes())
             self.channel = self._launch(harness)
             hello = self.channel.receive(time.monotonic() + _HELLO_TIMEOUT)
@@ -169,7 +169,7 @@ class Worker:
                "nodeids": list(run.nodeids),
                "timeout": run.timeout, "per_test_timeout": max(run.per_test_timeout, 0),
                "env": self.sandbox.with_services({k: v for k, v in run.env.items() if k != "PYTHONPATH"}),
-               "args": _command(self.sandbox, run)[3:], "output_limit": self.spec.limits.output_limit,
+               "args": sample_command(self.sandbox.python, run)[3:], "output_limit": self.spec.limits.output_limit,
                "template": run.template}
         self.channel.send(req)
         answer = self.channel.receive(time.monotonic() + run.timeout + _GRACE)
@@ -178,15 +178,13 @@ class Worker:
         result = ExecResult(returncode=int(answer["returncode"]), stdout=answer["stdout"], stderr=answer["stderr"],
                             timed_out=bool(answer["timed_out"]), truncated=bool(answer["truncated"]),
                             duration=float(answer["duration"]))
-        records = _records(answer["report"], token)
-        tampering = _file_tampering(self.pristine, answer["after"], run.relfile, records)
-        if answer.get("report_truncated"):
-            tampering.append("the reporter channel overflowed (over 64 MiB of records)")
-        evidence = _evidence(run, result, records, tampering)
+        records = read_records(answer["report"], token)
+        evidence = build_evidence(run, result, records, self.pristine, answer["after"],
+                                  overflowed=bool(answer.get("report_truncated")))
         timing = " ".join(f"{k} {v:.3f}s" for k, v in (answer.get("timing") or {}).items())
         shared = "; pytest configured once for the task" if answer.get("template") else ""
-        _write_log(run, evidence, result, records, note=f"executor: workers (worker pid {self.pid}, "
-                   f"{self.backend} slot {self.spec.slot}; {timing}{shared})")
+        write_log(run, evidence, result, records, note=f"executor: workers (worker pid {self.pid}, "
+                  f"{self.backend} slot {self.spec.slot}; {timing}{shared})")
         return evidence
 
     def close(self) -> None:
@@ -199,17 +197,6 @@ class Worker:
                 self.sandbox.close()
             self.sandbox = None
         self.started = False
-
-
-def _records(report: str, token: str) -> list[dict]:
-    """The reporter's JSON lines for this sample (lines without its token are ignored)."""
-    out = []
-    for line in report.splitlines():
-        with contextlib.suppress(ValueError):
-            rec = json.loads(line)
-            if isinstance(rec, dict) and rec.get("token") == token:
-                out.append(rec)
-    return out
 
 
 class _Channel:
