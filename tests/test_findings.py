@@ -16,7 +16,7 @@ from sandbox_fixtures import NODEIDS, spec_for, tiny_project, tiny_venv  # noqa:
 from typer.testing import CliRunner
 
 from coderun.cli.main import app
-from coderun.evaluation.store import Result, RunInfo, RunStore, RunTask, Sample
+from coderun.evaluation.store import Result, RunInfo, RunSample, RunStore, RunTask
 from coderun.records import Evidence, Finding, FindingKind, Level, TestOutcome, VerdictKind
 from coderun.runner import evidence
 from coderun.runner.evidence import SampleRun, build_evidence
@@ -155,7 +155,7 @@ def _old_run(path: Path) -> Path:
     """A run folder whose evidence holds tampering as plain messages, as runs stored before kinds did."""
     store = RunStore.create(path, RunInfo(run_id=path.name, label="old"))
     store.add_tasks([RunTask(task_id="p/a.py::f", project="p", level=Level.SELF_CONTAINED)])
-    store.add_samples([Sample(task_id="p/a.py::f", index=i, code=f"def f():\n    return {i}\n")
+    store.add_samples([RunSample(task_id="p/a.py::f", index=i, code=f"def f():\n    return {i}\n")
                        for i in range(len(LEGACY))])
     for i in range(len(LEGACY)):
         ev = Evidence(expected=["t::a"], outcomes=[TestOutcome(nodeid="t::a", outcome="passed")], exit_code=0)
