@@ -117,6 +117,30 @@ def test_rewording_every_message_changes_no_verdict(request, executor):
             assert {f.detail for f in ev.tampering}.isdisjoint({f.detail for f in plain[kind].tampering})
 
 
+SLOW = "import time\n\ndef add(a, b):\n    time.sleep(60)\n    return a + b\n"
+
+
+def _slow(request, executor: str) -> Evidence:
+    run = dict(relfile="pkg/mod.py", new_source=SLOW, nodeids=NODEIDS[:1], timeout=60, per_test_timeout=2, env={})
+    if executor == "naive":
+        with pytest.warns(UserWarning), create_sandbox("local", spec_for("local", request)) as sb:
+            return run_sample(sb, **run)
+    with WorkerPool("local", {"tiny": spec_for("local", request)}, 1) as pool:
+        return pool.run("tiny", SampleRun(**run))
+
+
+@pytest.mark.parametrize("executor", ["naive", "workers"])
+def test_a_per_test_timeout_is_known_by_its_exception_not_its_words(request, executor):
+    plain = _slow(request, executor)
+    request.getfixturevalue("reworded")
+    again = _slow(request, executor)
+    for ev in (plain, again):
+        v = grade(ev.expected, ev)
+        assert (v.verdict, v.failure) == (VerdictKind.FAIL, "timeout"), ev.outcomes
+    assert "per-test timeout" in plain.outcomes[0].message
+    assert "per-test timeout" not in again.outcomes[0].message and "zz" in again.outcomes[0].message
+
+
 def test_an_overflowing_reporter_channel_is_reported_not_graded():
     """The reporter channel's overflow stays a note, as it was before findings had kinds."""
     run = SampleRun(relfile="pkg/mod.py", new_source=GOOD, nodeids=["t::a"], timeout=1, per_test_timeout=1, env={})

@@ -80,7 +80,7 @@ class TestTimeout(BaseException):
 
 
 def _on_alarm(signum, frame):
-    raise TestTimeout(f"Timeout: test exceeded {_TIMEOUT:g} s (coderun per-test timeout)")
+    raise TestTimeout(_MESSAGES["timeout"].format(seconds=f"{_TIMEOUT:g}"))
 
 
 # -- what a sample could patch to forge results ----------------------------------------------------
@@ -134,6 +134,7 @@ _MESSAGES = {
     "replaced": "{name} was replaced ({where})",
     "replaced_by_package": "{name} was replaced by an installed package ({where})",
     "plugins": "pytest plugins registered during the tests ({where}): {names}",
+    "timeout": "Timeout: test exceeded {seconds} s (coderun per-test timeout)",
 }
 
 
@@ -269,9 +270,24 @@ def _disarm() -> None:
         faulthandler.cancel_dump_traceback_later()
 
 
+def pytest_runtest_makereport(item, call):
+    # A timeout is the alarm's exception, alone or anywhere in the chain of what the test raised (as
+    # pytest prints it), recognised by its type: its words may change.
+    if call.excinfo is not None and _caused_by_timeout(call.excinfo.value):
+        _timed_out.add(item.nodeid)
+
+
+def _caused_by_timeout(exc) -> bool:
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, TestTimeout):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ if exc.__cause__ is not None else (None if exc.__suppress_context__ else exc.__context__)
+    return False
+
+
 def pytest_runtest_logreport(report):
-    if "coderun per-test timeout" in str(getattr(report, "longrepr", "") or "")[-3000:]:
-        _timed_out.add(report.nodeid)
     _phases.setdefault(report.nodeid, {})[report.when] = report
 
 
