@@ -34,31 +34,9 @@ _RANK = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
 _installed: weakref.WeakKeyDictionary[Sandbox, str] = weakref.WeakKeyDictionary()
 _pristine: weakref.WeakKeyDictionary[Sandbox, dict[str, str]] = weakref.WeakKeyDictionary()
 
-# Run by `python -I` inside the sandbox after the sample's processes are dead: sha256 of every file.
-_HASH_SCRIPT = r"""
-import hashlib, json, os, sys
-root = sys.argv[1]
-out = {}
-for d, dirs, files in os.walk(root):
-    dirs[:] = [x for x in dirs if x not in ("__pycache__", ".git", ".pytest_cache", ".mypy_cache")]
-    for f in files:
-        p = os.path.join(d, f)
-        rel = os.path.relpath(p, root)
-        if f.endswith((".pyc", ".pyo")):
-            continue
-        try:
-            if os.path.islink(p):
-                out[rel] = "link:" + os.readlink(p)
-            else:
-                h = hashlib.sha256()
-                with open(p, "rb") as fh:
-                    for chunk in iter(lambda: fh.read(1 << 20), b""):
-                        h.update(chunk)
-                out[rel] = h.hexdigest()
-        except OSError as e:
-            out[rel] = "unreadable:" + type(e).__name__
-print(json.dumps(out))
-"""
+# Run by `python -I -c` inside the sandbox after the sample's processes are dead: sha256 of every file
+# (the worker's hasher too).
+_HASH_SCRIPT = (Path(__file__).parent / "harness" / "coderun_hashes.py").read_text(encoding="utf-8")
 
 
 @dataclass(frozen=True)
