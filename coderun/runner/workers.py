@@ -7,7 +7,7 @@ naive     for every sample a fresh sandbox (a fresh container with docker, a fre
 workers   one long-lived worker per (project, slot), inside a sandbox started once
           (coderun/runner/harness/coderun_worker.py). It has imported pytest already and forks a child per sample;
           the child runs the same node ids through `pytest.main` on a private, pristine copy of the
-          project (written fresh, or put back after the previous sample: coderun_worker._Folder),
+          project (written fresh, or put back after the previous sample: coderun_folders.Folder),
           with the limits, scrubbed environment, reporter channel, timeout and leftover-process killing
           of the naive path. The evidence (exit code seen by the worker, reporter records read from a pipe,
           hashes of the copy after the run) goes through the same `grade`.
