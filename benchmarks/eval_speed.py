@@ -22,10 +22,11 @@ import time
 from pathlib import Path
 
 from coderun.config import load_settings
-from coderun.evaluation.evaluate import EvalRequest, execute, project_sandbox_spec, start_run
+from coderun.evaluation.evaluate import EvalRequest, execute, start_run
 from coderun.evaluation.samples import read_samples, resolver_from_tasks
 from coderun.evaluation.store import RunStore
 from coderun.manifests.schema import find_manifest
+from coderun.sandbox.project import project_sandbox_spec
 from coderun.tasks import load_tasks
 
 from _data import DEFAULT

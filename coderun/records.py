@@ -203,6 +203,51 @@ class TargetOutcome(Record):
         return self.verified and bool(self.status_note)
 
 
+class FindingKind(str, Enum):
+    """What a run was seen to touch. The value is the stable code: the reporter writes it, the run store
+    keeps it. `machinery` says whether the kind decides the verdict (see runner/grade)."""
+
+    # from the project copy's files, before and after the run (runner/evidence)
+    TEST_FILE_MODIFIED = "test_file_modified"
+    TEST_FILE_DELETED = "test_file_deleted"
+    PROJECT_FILE_MODIFIED = "project_file_modified"
+    PROJECT_FILE_DELETED = "project_file_deleted"
+    CONFTEST_CREATED = "conftest_created"
+    PYTHON_FILE_CREATED = "python_file_created"
+    # from the reporter's records, judged by the host
+    PLUGIN_REGISTERED_AT_COLLECTION = "plugin_registered_at_collection"
+    REPORTER_CHANNEL_OVERFLOW = "reporter_channel_overflow"
+    # written by the reporter inside the sandbox (runner/harness/coderun_reporter.py)
+    PYTEST_REPLACED = "pytest_replaced"
+    UNITTEST_REPLACED = "unittest_replaced"
+    REPORTER_REPLACED = "reporter_replaced"
+    PLUGIN_REGISTERED_DURING_TESTS = "plugin_registered_during_tests"
+    UNKNOWN_REPORTER_CODE = "unknown_reporter_code"   # a code coderun does not know: fail safe
+    # read from runs stored before findings had kinds (a plain message, sorted by its words as grading did)
+    LEGACY_MACHINERY = "legacy_machinery"
+    LEGACY_NOTE = "legacy_note"
+
+    @property
+    def machinery(self) -> bool:
+        """Whether the outcomes themselves may be forged: the run fails as tampering, whatever they say.
+        Other kinds (another module changed, a new .py file) are reported but do not decide the verdict."""
+        return self not in _NOT_MACHINERY
+
+
+_NOT_MACHINERY = frozenset({FindingKind.PROJECT_FILE_MODIFIED, FindingKind.PROJECT_FILE_DELETED,
+                            FindingKind.PYTHON_FILE_CREATED, FindingKind.REPORTER_CHANNEL_OVERFLOW,
+                            FindingKind.LEGACY_NOTE})
+
+
+class Finding(Record):
+    """One sign that a run touched the project or the test machinery: graded on its kind, never its words."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: FindingKind
+    detail: str                              # what a person reads (the file, hook or plugin, in words)
+
+
 class Evidence(Record):
     """What one sample's test run showed, as read from outside the sample's reach."""
 
@@ -214,7 +259,11 @@ class Evidence(Record):
     duration: float = 0.0
     log_tail: str = ""                       # last lines of stdout/stderr (for failure classes)
     log_path: str | None = None
-    tampering: list[str] = Field(default_factory=list)  # signs the sample touched the test machinery
+    tampering: list[Finding] = Field(default_factory=list)  # signs the sample touched the project or tests
+
+    def machinery(self) -> list[Finding]:
+        """The findings that mean the outcomes may be forged (see FindingKind.machinery)."""
+        return [f for f in self.tampering if f.kind.machinery]
 
 
 class VerdictKind(str, Enum):

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from coderun.cli.main import app
 from coderun.config import load_settings
-from coderun.generate.records import Sample
+from coderun.generate.records import GeneratedSample
 from coderun.manifests.schema import find_manifest
 from coderun.prompts import PromptSpec, build_prompts
 from coderun.prompts.checkouts import checkout_resolver
@@ -124,7 +124,7 @@ def test_interrupted_ablation_resumes_generation_and_runs(cachetools, tmp_path):
     assert _results(none_db) == none_before                 # a finished run is reused as it was
     assert len(_results(oracle_db)) == 4                    # the unfinished one was completed
     assert _comparison(out)["deltas"] == first["deltas"]
-    samples = [Sample.model_validate_json(line) for line in (out / "samples" / "none_original.jsonl").open()]
+    samples = [GeneratedSample.model_validate_json(line) for line in (out / "samples" / "none_original.jsonl").open()]
     assert sorted((s.prompt_id, s.index) for s in samples) == sorted({(s.prompt_id, s.index) for s in samples})
 
 
@@ -152,6 +152,9 @@ def test_samples_mode_compares_given_files_without_generating(cachetools, tmp_pa
     assert c["groups"] == ["overall", "file_runnable"]
     assert not (out / "prompts").exists() and not (out / "samples").exists()
     assert (out / "runs" / "blank" / "run.sqlite").is_file() and (out / "comparison.md").is_file()
+    for arm in ("blank", "original"):   # each arm's run folder is written as `coderun eval` writes one
+        report = json.loads((out / "runs" / arm / "report.json").read_text())
+        assert (out / "runs" / arm / "report.md").is_file() and report
 
 
 @pytest.mark.parametrize(("args", "message"), [

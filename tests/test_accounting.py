@@ -200,7 +200,7 @@ def test_build_all_keeps_going_and_records_why_a_project_failed(built, tmp_path)
 
 @pytest.mark.slow
 def test_report_marks_tasks_tested_by_supplementary_tests(built, tmp_path):
-    from coderun.evaluation.store import Result, RunInfo, RunStore, RunTask, Sample
+    from coderun.evaluation.store import Result, RunInfo, RunSample, RunStore, RunTask
     from coderun.records import VerdictKind
     from coderun.report.aggregate import build_report
     from coderun.report.render import to_markdown
@@ -210,7 +210,7 @@ def test_report_marks_tasks_tested_by_supplementary_tests(built, tmp_path):
     tasks = load_tasks(settings, project="calc")
     store.add_tasks([RunTask.from_task(t) for t in tasks])
     for t in tasks:
-        store.add_samples([Sample(task_id=t.task_id, index=0, code=t.source)])
+        store.add_samples([RunSample(task_id=t.task_id, index=0, code=t.source)])
         store.record_result(Result(task_id=t.task_id, index=0, verdict=VerdictKind.PASS, reason="r"))
     report = build_report(store, [1])
     store.close()

@@ -95,7 +95,7 @@ def test_default_excludes_tasks_with_fewer_than_k_samples_and_says_so(runs):
 def test_import_is_marked_imported_and_keeps_codereval_verdicts(runs):
     with RunStore.open(runs["raw"]) as store:
         info = store.info()
-        assert info.kind is RunKind.IMPORTED and "not re-run" in str(info.config["verdicts"])
+        assert info.kind is RunKind.IMPORTED and "not re-run" in info.config.verdicts
         results = store.results()
     recorded = [g["is_pass"] for line in RAW.read_text().splitlines()
                 for g in json.loads(line)["generate_results"]]

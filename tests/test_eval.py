@@ -235,6 +235,13 @@ def test_eval_needs_exactly_one_input(project):
     assert res.exit_code == 2 and "exactly one of" in res.output
 
 
+@pytest.mark.parametrize(("option", "value", "choices"), [("--backend", "podman", "use local or docker"),
+                                                       ("--executor", "threads", "use workers or naive")])
+def test_a_bad_backend_or_executor_is_a_usage_error_naming_the_choices(project, option, value, choices):
+    res = CliRunner().invoke(app, ["eval", "--backend", "local", "--ground-truth", option, value])
+    assert res.exit_code == 2 and f"unknown {option[2:]} {value!r}" in res.output and choices in res.output
+
+
 @pytest.mark.slow
 def test_a_project_given_as_a_manifest_path(project, tmp_path):
     """`--project PATH/TO/manifest.yaml` selects that project's tasks (it was compared with task names)."""

@@ -12,7 +12,7 @@ from coderun.cli.main import app
 from coderun.errors import GenerationError, UsageError
 from coderun.generate import Endpoint, GenerationConfig, GenerationRequest, RetryPolicy, get_provider
 from coderun.generate.extract import Extraction, assemble_solution, extract_code
-from coderun.generate.records import Sample, raw_path_for
+from coderun.generate.records import GeneratedSample, raw_path_for
 from coderun.generate.runner import run_generation
 from coderun.prompts.records import ChatMessage, PromptRecord, write_prompts
 from tests.fake_openai import FakeOpenAI, last_user_message
@@ -44,8 +44,8 @@ def _provider(fake: FakeOpenAI, sleeps: list[float] | None = None, **policy):
                         retry=RetryPolicy(sleep=record, **{**FAST, **policy}))
 
 
-def _samples(path: Path) -> list[Sample]:
-    return [Sample.model_validate_json(line) for line in path.read_text().splitlines()]
+def _samples(path: Path) -> list[GeneratedSample]:
+    return [GeneratedSample.model_validate_json(line) for line in path.read_text().splitlines()]
 
 
 # --- extraction ----------------------------------------------------------------------------------------
@@ -70,6 +70,16 @@ def test_extract_indented_block_is_dedented():
 def test_extract_unterminated_fence_of_a_truncated_answer():
     got = extract_code("```python\ndef f(a):\n    return a", "f")
     assert got.how is Extraction.FENCED and got.code == "def f(a):\n    return a\n"
+
+
+def test_generation_and_splicing_take_the_same_tilde_fenced_block():
+    """Generation once accepted only backtick fences while the splicer also took ~~~: one extractor now."""
+    from coderun.runner.splice import extract_code as splice_extract
+
+    answer = "Sure:\n~~~python\ndef f(a):\n    return a\n~~~\nBye."
+    got = extract_code(answer, "f")
+    assert got.how is Extraction.FENCED and got.code == "def f(a):\n    return a\n"
+    assert splice_extract(answer, "f")[0] == got.code
 
 
 def test_extract_def_from_plain_prose():

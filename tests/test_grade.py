@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from coderun.records import Evidence, TestOutcome, VerdictKind
+from coderun.records import Evidence, Finding, FindingKind, TestOutcome, VerdictKind
 from coderun.runner.grade import grade, grade_unspliceable
 
 EXPECTED = ["tests/test_a.py::test_one", "tests/test_a.py::test_two"]
@@ -97,12 +97,14 @@ def test_grade_is_pure():
 def test_forged_outcomes_with_tampered_machinery_are_not_a_pass():
     """A sample that registers a plugin (or edits a test) could forge every record: never a pass."""
     ev = Evidence(expected=["t.py::a"], outcomes=[TestOutcome(nodeid="t.py::a", outcome="passed")], exit_code=0,
-                  tampering=["a pytest plugin was registered while the tests were collected: evil (x.py)"])
+                  tampering=[Finding(kind=FindingKind.PLUGIN_REGISTERED_AT_COLLECTION,
+                                     detail="a pytest plugin was registered while the tests were collected: evil (x.py)")])
     v = grade(["t.py::a"], ev)
     assert v.verdict is VerdictKind.FAIL and v.failure == "other/tampering"
 
 
 def test_other_project_file_changes_are_reported_not_failed():
     ev = Evidence(expected=["t.py::a"], outcomes=[TestOutcome(nodeid="t.py::a", outcome="passed")], exit_code=0,
-                  tampering=["project file modified during the run: pkg/data.py"])
+                  tampering=[Finding(kind=FindingKind.PROJECT_FILE_MODIFIED,
+                                     detail="project file modified during the run: pkg/data.py")])
     assert grade(["t.py::a"], ev).verdict is VerdictKind.PASS

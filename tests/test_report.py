@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from coderun.cli.main import app
 from coderun.envs.versions import coderun_environment
-from coderun.evaluation.store import Result, RunInfo, RunStore, RunTask, Sample
+from coderun.evaluation.store import Result, RunInfo, RunSample, RunStore, RunTask
 from coderun.records import ContextSet, Level, Package, ProjectEnvironment, RunEnvironment, VerdictKind
 from coderun.report.stats import paired_bootstrap, paired_permutation_test
 
@@ -30,7 +30,7 @@ def make_run(path: Path, passes: dict[str, int], n: int = 5, infra: dict[str, in
                              oracle_context=ContextSet(classes=["Path"], apis=["os.path.join"], vars=["LIMIT"]))
                      for t, lv in LEVELS.items()])
     for t in LEVELS:
-        store.add_samples([Sample(task_id=t, index=i, code=f"def f(p):\n    return Path(p) if {i} else LIMIT\n")
+        store.add_samples([RunSample(task_id=t, index=i, code=f"def f(p):\n    return Path(p) if {i} else LIMIT\n")
                            for i in range(n)])
         for i in range(n):
             spliced, log = path / "spliced" / f"{t}-{i}.py", path / "logs" / f"{t}-{i}.log"

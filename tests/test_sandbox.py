@@ -174,10 +174,10 @@ def test_exec_of_a_missing_program_is_a_result_or_a_sandbox_error(sandbox, work)
 
 @pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
 def test_fork_bomb_is_contained(backend, request):
-    from coderun.sandbox.local import _PidsCgroup
+    from coderun.sandbox.local_processes import PidsCgroup
 
     if backend == "local" and os.geteuid() == 0:
-        probe = _PidsCgroup.create(f"coderun-probe-{uuid.uuid4().hex[:8]}", 10)
+        probe = PidsCgroup.create(f"coderun-probe-{uuid.uuid4().hex[:8]}", 10)
         if probe is None:
             pytest.skip("local backend as root without a writable pids cgroup: no process limit (documented)")
         probe.remove()

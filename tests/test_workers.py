@@ -7,9 +7,9 @@ import pytest
 from sandbox_fixtures import BACKENDS, NODEIDS, spec_for, test_image, tiny_project, tiny_venv  # noqa: F401
 
 from coderun.records import VerdictKind
-from coderun.runner.execute import SampleRun
+from coderun.runner.evidence import SampleRun
+from coderun.runner.executors import NaivePool, WorkerPool
 from coderun.runner.grade import grade
-from coderun.runner.workers import NaivePool, WorkerPool
 
 GOOD = "def add(a, b):\n    return a + b\n"
 SAMPLES = {

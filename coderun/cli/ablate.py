@@ -9,14 +9,17 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from coderun.choices import Backend
 from coderun.cli._common import JsonOption, ProjectsDirOption, console, err_console, print_json, settings
-from coderun.cli.eval import default_backend
 from coderun.errors import UsageError
 from coderun.generate import Endpoint, GenerationConfig, RetryPolicy, get_provider
 from coderun.records import Level
 from coderun.report.metrics import UnderK, parse_ks
+from coderun.sandbox.project import default_backend
 from coderun.studies.ablation import (
+    AblationComparison,
     AblationRequest,
+    ArmOutcome,
     arms_from_samples,
     arms_from_variants,
     check_plan,
@@ -64,8 +67,7 @@ def ablate(
     arms = arms_from_samples(samples) if samples else arms_from_variants(_split(variants), _split(docstring))
     if variants and (not model or not base_url):
         raise UsageError("--variants generates samples: give --model and --base-url (or use --samples)")
-    if backend not in (None, "local", "docker"):
-        raise UsageError(f"unknown backend {backend!r}; use local or docker")
+    chosen = Backend.parse(backend) if backend else None
     s = settings(projects_dir)
     gen = GenerationConfig(model=model, n=n, temperature=temperature, top_p=top_p, max_tokens=max_tokens,
                            endpoint=endpoint, concurrency=concurrency) if variants else None
@@ -75,12 +77,16 @@ def ablate(
         provider=(lambda: get_provider("openai", base_url=base_url, api_key=os.environ.get(api_key_env),
                                        retry=retry)) if variants else None,
         projects=tuple(project or ()), level=Level.parse(level) if level else None,
-        backend=backend or default_backend(), jobs=max(1, jobs), ks=tuple(parse_ks(k)), under_k=under_k)
+        backend=chosen or default_backend(), jobs=max(1, jobs), ks=tuple(parse_ks(k)), under_k=under_k)
     resuming = check_plan(req.out_dir, req.plan())
     err_console.print(f"ablation folder: {req.out_dir}" + (" (resuming)" if resuming else ""))
-    if req.backend == "local":
+    if req.backend is Backend.LOCAL:
         err_console.print("[yellow]local backend: samples run as your user, without isolation[/]")
-    comparison, outcomes = run_ablation(req, s, err_console)
+    _print_outcomes(*run_ablation(req, s, err_console), req.out_dir, as_json)
+
+
+def _print_outcomes(comparison: AblationComparison, outcomes: list[ArmOutcome], out_dir: Path,
+                    as_json: bool) -> None:
     for o in outcomes:
         for task_id, why in o.skipped:
             err_console.print(f"[yellow]{o.arm.label}: skipped {task_id}: {why}[/]", highlight=False)
@@ -90,5 +96,5 @@ def ablate(
     # Not a terminal (a pipe, a file): rich would wrap at 80 columns; tables read better unwrapped.
     out = console if console.is_terminal else Console(file=sys.stdout, width=160)
     out.print(to_rich(comparison))
-    console.print(f"comparison: {req.out_dir / 'comparison.md'} (and comparison.json); "
+    console.print(f"comparison: {out_dir / 'comparison.md'} (and comparison.json); "
                   f"any two runs: coderun report {outcomes[0].run_dir} {outcomes[-1].run_dir}")

@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from coderun.choices import Backend
 from coderun.cli._common import (
     JsonOption,
     ProjectsDirOption,
@@ -20,24 +21,16 @@ from coderun.cli._common import (
     print_table,
     project_selection,
 )
+from coderun.config import Settings
 from coderun.errors import EnvironmentBuildError
 from coderun.evaluation.evaluate import EvalRequest, RunSummary, execute, start_run
+from coderun.evaluation.folder import PROBLEMS_FILE, problem_kind, problem_kinds
 from coderun.evaluation.samples import Resolver
 from coderun.evaluation.store import RunStore, resolve_run_dir
 from coderun.manifests.schema import Manifest
 from coderun.records import Level, VerdictKind
 from coderun.report.metrics import UnderK, parse_ks
-
-
-def default_backend() -> str:
-    """docker when an engine answers, else local (the embedded default)."""
-    try:
-        import docker
-
-        docker.from_env(timeout=3).ping()
-        return "docker"
-    except Exception:  # no SDK config, no socket, no engine: all mean "not available"
-        return "local"
+from coderun.sandbox.project import default_backend
 
 
 def eval_command(
@@ -75,10 +68,11 @@ def eval_command(
         err_console.print(f"resuming {store.path}: {len(store.results())} of {len(store.samples())} "
                           "samples already have a verdict")
     else:
-        store = _start(s, samples, ground_truth, blank, project, level, backend, jobs, include_weak, run_dir,
-                       label, executor)
-    backend_used = str(store.info().config.get("backend"))
-    if backend_used == "local":
+        store = _start(s, EvalRequest(
+            samples=samples, ground_truth=ground_truth, blank=blank, projects=tuple(project or ()),
+            level=Level.parse(level) if level else None, backend=backend or default_backend(), jobs=jobs,
+            include_weak=include_weak, run_dir=run_dir, label=label, executor=executor))
+    if store.info().eval_config().backend is Backend.LOCAL:
         err_console.print("[yellow]local backend: samples run as your user, without isolation; use it for "
                           "trusted code or inside a disposable machine (see README, threat model)[/]")
     summary = _execute(store, s, jobs if resume else None)
@@ -87,20 +81,13 @@ def eval_command(
     _finish(store, ks, under_k, summary, as_json, wide, s.runs)
 
 
-def _start(s, samples, ground_truth, blank, project, level, backend, jobs, include_weak, run_dir, label,
-           executor="workers"):
+def _start(s: Settings, req: EvalRequest) -> RunStore:
     from coderun.tasks import load_tasks
 
-    lv = Level.parse(level) if level else None
-    names = list(project or [])
-    req = EvalRequest(samples=samples, ground_truth=ground_truth, blank=blank, projects=tuple(names), level=lv,
-                      backend=backend or default_backend(), jobs=jobs, include_weak=include_weak,
-                      run_dir=run_dir, label=label, executor=executor)
-    req.check()
     fallback, failed = _build_missing_tasks(s, req)
     tasks = []
-    for name in names or [None]:
-        tasks += load_tasks(s, project=name, level=lv, include_weak=include_weak)
+    for name in req.projects or [None]:
+        tasks += load_tasks(s, project=name, level=req.level, include_weak=req.include_weak)
     if not tasks and failed:
         raise EnvironmentBuildError(f"no tasks to evaluate: building the tasks of {', '.join(failed)} failed "
                                     "(see above)")
@@ -117,26 +104,21 @@ def _start(s, samples, ground_truth, blank, project, level, backend, jobs, inclu
 MAX_PROBLEMS_SHOWN = 10  # of each kind: a few rare ones stay visible among many unknown ids
 
 
-def _kind(problem: str) -> str:
-    return problem.split(": ", 2)[1] if problem.count(": ") >= 2 else "other"
-
-
 def _problem(message: str, shown: Counter[str]) -> None:
     # One line per problem, never wrapped: people grep these for the line numbers.
-    if shown[_kind(message)] < MAX_PROBLEMS_SHOWN:
-        shown[_kind(message)] += 1
+    if shown[problem_kind(message)] < MAX_PROBLEMS_SHOWN:
+        shown[problem_kind(message)] += 1
         err_console.print(message, style="yellow", soft_wrap=True, markup=False, highlight=False)
 
 
 def _problems_summary(run_dir: Path, problems: list[str], shown: int) -> None:
-    """Every problem goes to the run folder; the terminal gets the first few and a count per kind."""
+    """Every problem is in the run folder (start_run wrote it); the terminal gets a count per kind."""
     if not problems:
         return
-    (run_dir / "problems.txt").write_text("\n".join(problems) + "\n")
-    kinds = Counter(_kind(p) for p in problems)
+    kinds = problem_kinds(problems)
     more = f"; {len(problems) - shown} more not shown" if len(problems) > shown else ""
     err_console.print(f"{len(problems)} input problems ({', '.join(f'{n} {k}' for k, n in kinds.items())}{more}); "
-                      f"all listed in {run_dir / 'problems.txt'}", soft_wrap=True, highlight=False)
+                      f"all listed in {run_dir / PROBLEMS_FILE}", soft_wrap=True, highlight=False)
 
 
 def _build_missing_tasks(s, req: EvalRequest) -> tuple[Resolver, dict[str, str]]:
@@ -203,12 +185,10 @@ def _execute(store: RunStore, s, jobs: int | None) -> RunSummary:
 
 def _finish(store: RunStore, ks: list[int], under_k: UnderK, summary: RunSummary, as_json: bool,
             wide: bool = False, runs: Path | None = None) -> None:
-    from coderun.report.aggregate import build_report
-    from coderun.report.render import to_json, to_markdown, to_rich
+    from coderun.report.folder import write_reports
+    from coderun.report.render import to_rich
 
-    report = build_report(store, ks, under_k)
-    (store.path / "report.json").write_text(to_json([report], []))
-    (store.path / "report.md").write_text(to_markdown([report], []))
+    report = write_reports(store, ks, under_k)
     if as_json:
         print_json({"run_dir": str(store.path), "executed": summary.executed, "problems": summary.problems})
         return

@@ -86,8 +86,8 @@ def add(source: str = typer.Argument(..., help='A git URL (https, ssh, file://),
                                        "read (default: HEAD); a release tag is tried with and without 'v'.")
         ) -> None:
     """Draft a manifest for a repository: python version, dependencies and tests read from its files."""
+    from coderun.envs.drafting import make_draft
     from coderun.errors import UsageError
-    from coderun.manifests.draft import make_draft
 
     if output is not None and output.exists() and not force:
         raise UsageError(f"{output} already exists", hint="pass --force to overwrite it, or choose another -o")

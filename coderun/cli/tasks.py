@@ -8,6 +8,7 @@ import typer
 from rich.console import Console, Group
 from rich.text import Text
 
+from coderun.choices import Backend
 from coderun.cli._common import (
     JsonOption,
     ProjectsDirOption,
@@ -47,8 +48,7 @@ def build(projects: list[str] = typer.Argument(None, help="Project names or mani
     """Select each project's tasks, map them to the tests that reach them, verify, store. With several
     projects a failed one is reported and the others go on; the exit code says if any failed. An interrupted
     build run again with the same inputs resumes: tasks already decided are not verified again."""
-    if backend not in ("local", "docker"):
-        raise UsageError(f"unknown backend {backend!r}; use local or docker")
+    chosen = Backend.parse(backend)
     if jobs is not None and jobs < 1:
         raise UsageError(f"-j must be at least 1, got {jobs}")
     if bool(projects) == all_projects:
@@ -66,7 +66,7 @@ def build(projects: list[str] = typer.Argument(None, help="Project names or mani
     report = TaskBuildReport()
 
     def build_one(m):
-        return build_project(m, s, backend, include_weak, progress=not as_json, jobs=jobs or default_jobs())
+        return build_project(m, s, chosen.value, include_weak, progress=not as_json, jobs=jobs or default_jobs())
 
     summary: list[ProjectSummary] = []
     try:

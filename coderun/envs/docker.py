@@ -36,6 +36,7 @@ from coderun.config import Settings
 from coderun.envs import dockerlib, services
 from coderun.envs.base_image import PYTHON_IN_IMAGE, BaseSpec, BaseStrategy, base_spec, build_base_image
 from coderun.envs.local import find_python, pin_requirements, pip_requirements, resolve_date
+from coderun.envs.logs import tail
 from coderun.envs.sources import Checkout, checkout
 from coderun.envs.testrun import parse_junit, pytest_command, test_env
 from coderun.envs.versions import PACKAGES_SCRIPT, project_environment
@@ -379,7 +380,7 @@ def read_baseline(plan: ImagePlan, client: docker.DockerClient, settings: Settin
     if exit_code not in (0, 1) or "junit.xml" not in files:
         raise EnvironmentBuildError(
             f"{m.name}: the test suite did not run in the image (pytest exit {exit_code})",
-            log_path=str(log), log_tail=dockerlib.tail(log),
+            log_path=str(log), log_tail=tail(log),
             hint="check tests.paths and tests.args in the manifest (exit 124/137: tests.timeout)")
     with tempfile.NamedTemporaryFile(suffix=".xml") as junit:
         junit.write(files["junit.xml"])

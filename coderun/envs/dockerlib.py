@@ -24,6 +24,7 @@ import docker.errors
 from rich.console import Console
 
 from coderun.config import IMAGES_DIR, Settings
+from coderun.envs.logs import tail
 from coderun.errors import EnvironmentBuildError, SandboxUnavailable
 
 # Bump when the way images are built changes in a way the recipe files do not show.
@@ -94,13 +95,6 @@ def image_exists(client: docker.DockerClient, tag: str) -> bool:
     except docker.errors.APIError as e:
         raise SandboxUnavailable(f"the Docker engine failed to look up {tag}: {e.explanation}") from None
     return True
-
-
-def tail(path: Path, lines: int = 20) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
 
 
 @dataclass

@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from coderun.config import Settings
+from coderun.envs.logs import tail
 from coderun.envs.progress import Steps
 from coderun.envs.resolve import TOOLING, compile_requirements
 from coderun.envs.services import expand, start_services
@@ -37,6 +38,8 @@ from coderun.envs.versions import PACKAGES_SCRIPT, project_environment
 from coderun.errors import EnvironmentBuildError
 from coderun.manifests.schema import Manifest
 from coderun.records import Baseline, ProjectEnvironment
+
+_LOG_TAIL_LINES = 15  # of a failed step's log, in the error
 
 ENV_RECIPE_VERSION = "1"
 # Test tooling every environment gets unless the manifest pins its own.
@@ -154,21 +157,14 @@ def _run(cmd: list[str], log: Path, *, cwd: Path | None = None, env: dict | None
                                   stdin=subprocess.DEVNULL, timeout=timeout)
         except subprocess.TimeoutExpired:
             raise EnvironmentBuildError(f"{step}: timed out after {timeout:.0f}s", log_path=str(log),
-                                        log_tail=_tail(log)) from None
+                                        log_tail=tail(log, _LOG_TAIL_LINES)) from None
     return proc
-
-
-def _tail(log: Path, lines: int = 15) -> str:
-    try:
-        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
 
 
 def _check(proc: subprocess.CompletedProcess, log: Path, step: str, hint: str | None = None) -> None:
     if proc.returncode != 0:
         raise EnvironmentBuildError(f"{step} failed (exit {proc.returncode})", log_path=str(log),
-                                    log_tail=_tail(log), hint=hint)
+                                    log_tail=tail(log, _LOG_TAIL_LINES), hint=hint)
 
 
 def resolve_date(manifest: Manifest, co: Checkout) -> dt.date | None:
@@ -339,7 +335,7 @@ def run_baseline(manifest: Manifest, env: LocalEnv, tree: Path, venv_env: dict[s
     if proc.returncode not in (0, 1) or not junit.is_file():
         raise EnvironmentBuildError(
             f"{manifest.name}: the test suite did not run (pytest exit {proc.returncode})",
-            log_path=str(log), log_tail=_tail(log), hint="check tests.paths and tests.args in the manifest")
+            log_path=str(log), log_tail=tail(log, _LOG_TAIL_LINES), hint="check tests.paths and tests.args in the manifest")
     return Baseline(project=manifest.name, commit=env.checkout.commit,
                     python=_version_of(str(env.python)) or manifest.python, backend="local",
                     tests=parse_junit(junit, rootdir=tree), ignored=[t.test for t in manifest.tests.ignore],

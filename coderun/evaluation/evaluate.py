@@ -25,13 +25,24 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from coderun.choices import Backend, Executor
 from coderun.config import Settings
 from coderun.envs.sources import checkout
 from coderun.envs.testrun import test_env
 from coderun.envs.versions import ENVIRONMENT_FILE, coderun_environment, differences, environment_text
 from coderun.errors import SandboxError, StoreError, TaskError, UsageError
+from coderun.evaluation.folder import write_problems
 from coderun.evaluation.samples import Resolver, first_of, read_samples, resolver_from_tasks
-from coderun.evaluation.store import Result, RunInfo, RunStore, RunTask, Sample, code_hash, new_run_id
+from coderun.evaluation.store import (
+    Result,
+    RunConfig,
+    RunInfo,
+    RunSample,
+    RunStore,
+    RunTask,
+    code_hash,
+    new_run_id,
+)
 from coderun.manifests.schema import Manifest, find_manifest
 from coderun.records import (
     ConfigurationTests,
@@ -45,12 +56,13 @@ from coderun.records import (
     Verdict,
     VerdictKind,
 )
-from coderun.runner.execute import SampleRun
+from coderun.runner.evidence import SampleRun
+from coderun.runner.executors import NaivePool, WorkerPool, make_pool
 from coderun.runner.grade import grade, grade_unspliceable
 from coderun.runner.splice import splice
 from coderun.runner.taxonomy import SpliceSite
-from coderun.runner.workers import EXECUTORS, NaivePool, WorkerPool, make_pool
 from coderun.sandbox import SandboxSpec
+from coderun.sandbox.project import original_tree, project_sandbox, run_limits, top_level_packages
 
 # Consecutive sandbox failures after which the run stops (the engine or the disk is gone), resumable.
 MAX_CONSECUTIVE_INFRA = 3
@@ -58,26 +70,33 @@ MAX_CONSECUTIVE_INFRA = 3
 
 @dataclass(frozen=True)
 class EvalRequest:
+    """What `coderun eval` (or an ablation arm) asks for; checked when made, so a run starts only from a
+    request it can serve (a usage error names the choices before anything is built for it)."""
+
     samples: Path | None = None
     ground_truth: bool = False
     blank: bool = False
     projects: tuple[str, ...] = ()
     level: Level | None = None
-    backend: str = "local"
+    backend: Backend = Backend.LOCAL
     jobs: int = 2
     include_weak: bool = False
     run_dir: Path | None = None
     label: str = ""
-    executor: str = "workers"
+    executor: Executor = Executor.WORKERS
 
-    def check(self) -> None:
-        """A usage error for a request no run can start from (before anything is built for it)."""
+    def __post_init__(self) -> None:
         if sum([self.samples is not None, self.ground_truth, self.blank]) != 1:
             raise UsageError("give exactly one of --samples FILE, --ground-truth or --blank")
-        if self.backend not in ("local", "docker"):
-            raise UsageError(f"unknown backend {self.backend!r}; use local or docker")
-        if self.executor not in EXECUTORS:
-            raise UsageError(f"unknown executor {self.executor!r}; use {' or '.join(EXECUTORS)}")
+        object.__setattr__(self, "backend", Backend.parse(self.backend))     # a name given as a string
+        object.__setattr__(self, "executor", Executor.parse(self.executor))
+
+    def config(self, tasks: list[Task], settings: Settings) -> RunConfig:
+        projects = sorted({t.project for t in tasks})
+        return RunConfig(samples=str(self.samples) if self.samples else None, ground_truth=self.ground_truth,
+                         blank=self.blank, level=self.level, backend=self.backend, jobs=self.jobs,
+                         include_weak=self.include_weak, executor=self.executor,
+                         manifests={p: str(find_manifest(p, settings).origin) for p in projects})
 
 
 @dataclass
@@ -101,7 +120,6 @@ def start_run(req: EvalRequest, settings: Settings, tasks: list[Task], *,
     """Create the run folder and store: the selected tasks and every sample to evaluate. Sample ids the
     selected tasks do not know are asked of `fallback`: a task outside the selection is left out (counted),
     an `Unavailable` one is a problem with its reason, an unknown one a problem too."""
-    req.check()
     summary = RunSummary(Path())
     tasks = _known_projects_only(tasks, settings, summary, on_problem)
     if not tasks:
@@ -109,13 +127,14 @@ def start_run(req: EvalRequest, settings: Settings, tasks: list[Task], *,
                         "or check --project / --level")
     run_id = new_run_id()
     run_dir = (req.run_dir or settings.runs / run_id).resolve()
-    info = RunInfo(run_id=run_id, label=req.label or _default_label(req), config=_config(req, tasks, settings))
+    info = RunInfo(run_id=run_id, label=req.label or _default_label(req), config=req.config(tasks, settings))
     store = RunStore.create(run_dir, info)
     _save_environment(store, RunEnvironment(coderun=coderun_environment()))
     store.add_tasks(RunTask.from_task(t) for t in tasks)
     summary.run_dir = run_dir
     store.add_samples(_samples(req, tasks, summary, on_problem, fallback))
     summary.samples = len(store.samples())
+    write_problems(run_dir, summary.problems)
     return store, summary
 
 
@@ -148,20 +167,11 @@ def _default_label(req: EvalRequest) -> str:
     return req.samples.stem if req.samples else "run"
 
 
-def _config(req: EvalRequest, tasks: list[Task], settings: Settings) -> dict:
-    projects = sorted({t.project for t in tasks})
-    manifests = {p: str(find_manifest(p, settings).origin) for p in projects}
-    return {"samples": str(req.samples) if req.samples else None, "ground_truth": req.ground_truth,
-            "blank": req.blank, "level": req.level.value if req.level else None, "backend": req.backend,
-            "jobs": req.jobs, "include_weak": req.include_weak, "manifests": manifests,
-            "executor": req.executor}
-
-
 def _samples(req: EvalRequest, tasks: list[Task], summary: RunSummary,
-             on_problem: Callable[[str], None], fallback: Resolver) -> list[Sample]:
+             on_problem: Callable[[str], None], fallback: Resolver) -> list[RunSample]:
     if req.ground_truth or req.blank:
         make = _original_code if req.ground_truth else _blank_code
-        return [Sample(task_id=t.task_id, index=0, code=make(t), hash=code_hash(make(t))) for t in tasks]
+        return [RunSample(task_id=t.task_id, index=0, code=make(t), hash=code_hash(make(t))) for t in tasks]
     loaded = read_samples(req.samples, first_of(resolver_from_tasks(tasks), fallback))
     for p in loaded.problems:
         msg = f"{req.samples}:{p.line}: {p.kind.value}: {p.message}"
@@ -174,7 +184,7 @@ def _samples(req: EvalRequest, tasks: list[Task], summary: RunSummary,
             summary.skipped_samples += 1
             continue
         meta = {**s.metadata, "line": s.line, "input_id": s.input_id, "kind": s.kind.value}
-        out.append(Sample(task_id=s.task_id, index=s.index, code=s.code, hash=code_hash(s.code), metadata=meta))
+        out.append(RunSample(task_id=s.task_id, index=s.index, code=s.code, hash=code_hash(s.code), metadata=meta))
     if not out:
         raise UsageError(f"{req.samples}: no usable sample for the selected tasks",
                          hint="check the task ids (coderun tasks list) and the problems listed above")
@@ -209,7 +219,7 @@ class _Unit:
 
     task: Task
     code: str
-    samples: list[Sample]
+    samples: list[RunSample]
 
     @property
     def cost(self) -> float:
@@ -219,16 +229,15 @@ class _Unit:
 def execute(store: RunStore, settings: Settings, *, jobs: int | None = None,
             progress: Callable[[Result], None] = lambda _r: None) -> RunSummary:
     """Evaluate every sample of the run that has no result yet (infra results are retried)."""
-    config = store.info().config
-    backend = str(config.get("backend") or "local")
-    jobs = max(1, int(jobs or config.get("jobs") or 1))
+    config = store.info().eval_config()
+    jobs = max(1, int(jobs or config.jobs or 1))
     tasks = {t.task_id: t.task for t in store.tasks() if t.task is not None}
-    executor = str(config.get("executor") or "workers")
-    units = _units(store, tasks, dedupe=executor != "naive")  # naive: every sample runs, as the reference
+    # naive: every sample runs, as the reference
+    units = _units(store, tasks, dedupe=config.executor is not Executor.NAIVE)
     summary = RunSummary(store.path)
-    projects = _projects(sorted({u.task.project for u in units}), config, settings, backend, tasks)
+    projects = _projects(sorted({u.task.project for u in units}), config, settings, tasks)
     summary.problems += _record_environments(store, projects)
-    with make_pool(executor, backend, {n: p.spec for n, p in projects.items()}, jobs) as pool:
+    with make_pool(config.executor, config.backend, {n: p.spec for n, p in projects.items()}, jobs) as pool:
         try:
             _run_units(units, store, pool, projects, jobs, summary, progress)
         finally:
@@ -252,22 +261,21 @@ def _units(store: RunStore, tasks: dict[str, Task], dedupe: bool = True) -> list
     return sorted(groups.values(), key=lambda u: -u.cost)  # longest first keeps every worker busy
 
 
-def _projects(names: list[str], config: dict, settings: Settings, backend: str,
+def _projects(names: list[str], config: RunConfig, settings: Settings,
               tasks: dict[str, Task]) -> dict[str, _Project]:
-    manifests = config.get("manifests") or {}
     out = {}
     for name in names:
-        manifest = find_manifest(str(manifests.get(name) or name), settings)
+        manifest = find_manifest(config.manifests.get(name) or name, settings)
         co = checkout(manifest, settings)
-        spec, environment = project_sandbox(manifest, settings, backend)  # builds the pre_install tree too
-        tree, co_commit = _original_tree(manifest, settings, co.path), co.commit
+        spec, environment = project_sandbox(manifest, settings, config.backend)  # builds the pre_install tree too
+        tree, co_commit = original_tree(manifest, settings, co.path), co.commit
         commits = {t.commit for t in tasks.values() if t.project == name}
         if commits - {co_commit}:
             raise TaskError(f"{name}: the run's tasks were built at {sorted(commits)[0][:12]} but the source is "
                             f"now at {co_commit[:12]}", hint=f"rebuild them: coderun tasks build {name}")
         environment = environment.model_copy(
             update={"source": ProjectSource(kind=co.kind, commit=co.commit, origin=co.origin)})
-        out[name] = _Project(manifest, spec, tree, _top_level_packages(tree / manifest.import_root), environment)
+        out[name] = _Project(manifest, spec, tree, top_level_packages(tree / manifest.import_root), environment)
     return out
 
 
@@ -300,50 +308,6 @@ def _record_environments(store: RunStore, projects: dict[str, _Project]) -> list
 def _changes(old_python: str, new_python: str, old: list[Package], new: list[Package]) -> list[str]:
     python = [f"Python {old_python} -> {new_python}"] if old_python != new_python else []
     return python + differences(old, new)
-
-
-def _original_tree(manifest: Manifest, settings: Settings, bare: Path) -> Path:
-    """Where a task's original files are read from: the tree after install.pre_install, which the sandbox
-    holds on either backend and the local environment keeps (tasks build always makes it), else the checkout."""
-    if not manifest.install.pre_install:
-        return bare
-    from coderun.envs.local import find_local_env
-
-    env = find_local_env(manifest, settings)
-    if env is None:
-        raise TaskError(f"{manifest.name}: its install.pre_install tree is not built",
-                        hint=f"coderun tasks build {manifest.name}")
-    return env.checkout.path
-
-
-def project_sandbox_spec(manifest: Manifest, settings: Settings, backend: str) -> SandboxSpec:
-    """The sandbox for a project's tests: its venv (local) or its image (docker), built when missing."""
-    return project_sandbox(manifest, settings, backend)[0]
-
-
-def project_sandbox(manifest: Manifest, settings: Settings, backend: str) -> tuple[SandboxSpec, ProjectEnvironment]:
-    """The sandbox for a project's tests and what is installed in it, built when missing."""
-    import_root = "" if manifest.import_root in ("", ".") else manifest.import_root
-    services = tuple(manifest.tests.services)
-    if backend == "local":
-        from coderun.envs.local import build_local_env, find_local_env, local_packages
-
-        env = find_local_env(manifest, settings) or build_local_env(manifest, settings)
-        return SandboxSpec(project=manifest.name, project_dir=str(env.checkout.path), python=str(env.python),
-                           import_root=import_root, services=services), local_packages(env)
-    if backend == "docker":
-        from coderun.envs.docker import build_project_image, find_project_image
-
-        image = find_project_image(manifest, settings) or build_project_image(manifest, settings)
-        return SandboxSpec(project=manifest.name, project_dir=image.workdir, python=image.python_path,
-                           import_root=import_root, image=image.tag, services=services), image.environment
-    raise UsageError(f"unknown backend {backend!r}; use local or docker")
-
-
-def _top_level_packages(root: Path) -> frozenset[str]:
-    names = {p.parent.name for p in root.glob("*/__init__.py")}
-    names |= {p.stem for p in root.glob("*.py") if p.stem not in ("setup", "conftest")}
-    return frozenset(names)
 
 
 def _run_units(units: list[_Unit], store: RunStore, pool: WorkerPool | NaivePool, projects: dict[str, _Project],
@@ -456,15 +420,6 @@ def _run(unit: _Unit, pool: WorkerPool | NaivePool, project: _Project, new_sourc
 
 def _timeouts(task: Task, manifest: Manifest, tests: list[str]) -> tuple[float, float]:
     return run_limits([task.test_durations.get(n, 1.0) for n in tests], manifest)
-
-
-def run_limits(durations: list[float], manifest: Manifest) -> tuple[float, float]:
-    """Per-test and whole-run limits derived from the baseline: generous multiples of what the original
-    took, capped by the manifest's limits (task verification uses them too)."""
-    durations = durations or [1.0]
-    per_test = min(manifest.tests.timeout_per_test, max(10.0, 10 * max(durations) + 5))
-    total = min(manifest.tests.timeout, 30 + sum(min(per_test, 10 * d + 5) for d in durations))
-    return per_test, total
 
 
 def _record(store: RunStore, unit: _Unit, verdict: Verdict, evidence: Evidence | None, spliced: Path | None,

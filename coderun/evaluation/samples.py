@@ -1,4 +1,4 @@
-"""Reading generated samples (JSON lines) into typed `Sample` records.
+"""Reading generated samples (JSON lines) into typed `InputSample` records.
 
 Two formats, detected per line:
 
@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from coderun.errors import UsageError
 from coderun.records import Task
+from coderun.tasks.resolve import ProblemKind, Resolver, TaskRef, Unavailable, default_prompt
 
 
 class SampleKind(str, Enum):
@@ -39,15 +40,9 @@ class SampleKind(str, Enum):
     COMPLETION = "completion"  # prompt + completion is the function
 
 
-class ProblemKind(str, Enum):
-    MALFORMED = "malformed"        # not JSON, not an object, no task id, no code field, wrong types
-    UNKNOWN_TASK = "unknown_task"  # the resolver does not know the task id
-    UNVERIFIED = "unverified_task"  # a known task whose tests were not verified (weak, flaky, uncovered...)
-    UNBUILT = "unbuilt_task"       # a declared task whose project's tasks failed to build or lack it
-    EMPTY = "empty"                # the code is blank
+class InputSample(BaseModel):
+    """One sample as read from an input samples file, resolved to its task (before it joins a run)."""
 
-
-class Sample(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     task_id: str                   # canonical coderun task id
@@ -71,38 +66,11 @@ class SampleProblem(BaseModel):
 class LoadedSamples(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    samples: list[Sample] = Field(default_factory=list)
+    samples: list[InputSample] = Field(default_factory=list)
     problems: list[SampleProblem] = Field(default_factory=list)
 
     def per_task(self) -> dict[str, int]:
         return dict(Counter(s.task_id for s in self.samples))
-
-
-@dataclass(frozen=True)
-class TaskRef:
-    """What loading needs to know about a task: its canonical id and its default prompt."""
-
-    task_id: str
-    prompt: str
-
-
-@dataclass(frozen=True)
-class Unavailable:
-    """A task id the resolver knows but cannot evaluate, and why (one line, shown as the problem)."""
-
-    task_id: str
-    kind: ProblemKind
-    reason: str
-
-
-Resolver = Callable[[str], TaskRef | Unavailable | None]
-
-
-def default_prompt(task: Task) -> str:
-    """Signature + docstring, ending where the body starts (CoderEval's completion prompt)."""
-    indent = " " * 4
-    doc = (task.docstring or "").replace('"""', r"\"\"\"")
-    return f'{task.signature.rstrip()}\n{indent}"""{doc}"""\n{indent}'
 
 
 def resolver_from_tasks(tasks: Iterable[Task], prompt: Callable[[Task], str] = default_prompt) -> Resolver:
@@ -199,7 +167,7 @@ def _records(line: str, resolver: Resolver) -> list[_Raw]:
 
 def parse_samples(lines: Iterable[str], resolver: Resolver) -> LoadedSamples:
     """Samples and problems from JSON lines (blank lines are skipped)."""
-    samples: list[Sample] = []
+    samples: list[InputSample] = []
     problems: list[SampleProblem] = []
     counters: Counter[str] = Counter()
     for number, line in enumerate(lines, start=1):
@@ -226,7 +194,7 @@ def parse_samples(lines: Iterable[str], resolver: Resolver) -> LoadedSamples:
                 problems.append(SampleProblem(line=number, kind=ProblemKind.EMPTY, task_id=ref.task_id,
                                               message=f"empty sample (#{index} of {ref.task_id})"))
                 continue
-            samples.append(Sample(task_id=ref.task_id, index=index, line=number, code=raw.code,
+            samples.append(InputSample(task_id=ref.task_id, index=index, line=number, code=raw.code,
                                   kind=raw.kind, input_id=raw.input_id, metadata=raw.metadata))
     return LoadedSamples(samples=samples, problems=problems)
 

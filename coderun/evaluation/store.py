@@ -29,9 +29,19 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
+from coderun.choices import Backend, Executor
 from coderun.config import Settings
 from coderun.errors import StoreError
-from coderun.records import ContextSet, Evidence, Level, RunEnvironment, Task, Verdict, VerdictKind
+from coderun.records import (
+    ContextSet,
+    Evidence,
+    FindingKind,
+    Level,
+    RunEnvironment,
+    Task,
+    Verdict,
+    VerdictKind,
+)
 
 SCHEMA_VERSION = 1
 DB_NAME = "run.sqlite"
@@ -56,6 +66,34 @@ class RunKind(str, Enum):
     IMPORTED = "imported"     # someone else's verdicts (e.g. CoderEval's released results), not re-run
 
 
+class RunConfig(BaseModel):
+    """How an eval run was asked for, checked when it starts; `--resume` reads it back. Stored as the
+    JSON object earlier versions wrote as a dict (field names and order kept), so their runs still open."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    samples: str | None = None                        # the samples file, or None for ground truth / blank
+    ground_truth: bool = False
+    blank: bool = False
+    level: Level | None = None
+    backend: Backend = Backend.LOCAL
+    jobs: int = 1
+    include_weak: bool = False
+    manifests: dict[str, str] = Field(default_factory=dict)   # project -> the manifest file it was run from
+    executor: Executor = Executor.WORKERS             # runs made before executors existed: the default
+
+
+class ImportConfig(BaseModel):
+    """Where an imported run's verdicts came from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    importer: str
+    results_sha256: str
+    dataset: str | None = None
+    verdicts: str = ""
+
+
 class RunInfo(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -64,7 +102,15 @@ class RunInfo(BaseModel):
     created_at: str = Field(default_factory=lambda: _now())
     label: str = ""                                   # shown in reports (model, prompt variant...)
     source: str | None = None                         # imported runs: the file the verdicts came from
-    config: dict[str, JsonValue] = Field(default_factory=dict)   # how the run was made, as given
+    # How the run was made; the first that validates (both forbid unknown fields, so they cannot mix).
+    config: RunConfig | ImportConfig = Field(default_factory=RunConfig, union_mode="left_to_right")
+
+    def eval_config(self) -> RunConfig:
+        """The config of a run coderun evaluates (not an imported one)."""
+        if not isinstance(self.config, RunConfig):
+            raise StoreError(f"run {self.run_id} was imported ({self.source}): its verdicts are not coderun's "
+                             "to evaluate or resume")
+        return self.config
 
 
 class RunTask(BaseModel):
@@ -87,7 +133,9 @@ class RunTask(BaseModel):
                    name=task.qualname, aliases=task.aliases, oracle_context=task.oracle_context, task=task)
 
 
-class Sample(BaseModel):
+class RunSample(BaseModel):
+    """A sample of a run, as the run store keeps it (the `samples` table)."""
+
     model_config = ConfigDict(extra="forbid")
 
     task_id: str
@@ -222,7 +270,7 @@ class RunStore:
         with self._tx() as c:
             c.executemany("INSERT OR REPLACE INTO tasks VALUES (?, ?, ?, ?)", rows)
 
-    def add_samples(self, samples: Iterable[Sample]) -> None:
+    def add_samples(self, samples: Iterable[RunSample]) -> None:
         rows = [(s.task_id, s.index, s.code, s.hash or code_hash(s.code), json.dumps(s.metadata))
                 for s in samples]
         with self._tx() as c:
@@ -261,23 +309,23 @@ class RunStore:
         rows = self._conn.execute("SELECT record FROM tasks ORDER BY task_id").fetchall()
         return [_load(RunTask, r[0], self.path) for r in rows]
 
-    def samples(self) -> list[Sample]:
+    def samples(self) -> list[RunSample]:
         rows = self._conn.execute("SELECT task_id, idx, code, hash, metadata FROM samples ORDER BY task_id, idx")
-        return [Sample(task_id=t, index=i, code=c, hash=h, metadata=json.loads(m)) for t, i, c, h, m in rows]
+        return [RunSample(task_id=t, index=i, code=c, hash=h, metadata=json.loads(m)) for t, i, c, h, m in rows]
 
     def results(self) -> list[Result]:
         rows = self._conn.execute("SELECT task_id, idx, verdict, failure, reason, evidence, spliced_path, "
                                   "log_path, duration, finished_at FROM results ORDER BY task_id, idx")
         return [Result(task_id=t, index=i, verdict=VerdictKind(v), failure=f, reason=r,
-                       evidence=_load(Evidence, e, self.path) if e else None, spliced_path=s, log_path=lg,
+                       evidence=_load_evidence(e, self.path) if e else None, spliced_path=s, log_path=lg,
                        duration=d, finished_at=fa) for t, i, v, f, r, e, s, lg, d, fa in rows]
 
-    def pending(self) -> list[Sample]:
+    def pending(self) -> list[RunSample]:
         """Samples without a result, in input order: what `--resume` still has to run."""
         rows = self._conn.execute(
             "SELECT s.task_id, s.idx, s.code, s.hash, s.metadata FROM samples s LEFT JOIN results r "
             "ON r.task_id = s.task_id AND r.idx = s.idx WHERE r.task_id IS NULL ORDER BY s.task_id, s.idx")
-        return [Sample(task_id=t, index=i, code=c, hash=h, metadata=json.loads(m)) for t, i, c, h, m in rows]
+        return [RunSample(task_id=t, index=i, code=c, hash=h, metadata=json.loads(m)) for t, i, c, h, m in rows]
 
     def counts(self) -> dict[str, int]:
         c = self._conn
@@ -309,3 +357,34 @@ def _load(model: type[BaseModel], text: str, path: Path) -> Any:
         return model.model_validate_json(text)
     except ValidationError as e:
         raise StoreError(f"{path / DB_NAME}: a stored {model.__name__} does not validate: {e}") from None
+
+
+# Runs stored before findings had kinds hold `tampering` as messages; grading then decided on these words.
+_LEGACY_MACHINERY_MARKS = ("test file ", "conftest.py created", "pytest plugin", "was replaced", "plugins registered")
+
+
+def _load_evidence(text: str, path: Path) -> Evidence:
+    """A stored Evidence; one of an older run gets its messages as findings of a legacy kind, sorted by the
+    words grading decided on then, so it reads (and would grade) as before."""
+    try:
+        return Evidence.model_validate_json(text)
+    except ValidationError:
+        data = _json_or_none(text)
+    old = data.get("tampering") if isinstance(data, dict) else None
+    if not isinstance(old, list) or not any(isinstance(t, str) for t in old):
+        return _load(Evidence, text, path)  # not an older run's evidence: say what does not validate
+    data["tampering"] = [_legacy_finding(t) if isinstance(t, str) else t for t in old]
+    return _load(Evidence, json.dumps(data), path)
+
+
+def _json_or_none(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _legacy_finding(message: str) -> dict[str, str]:
+    machinery = any(mark in message for mark in _LEGACY_MACHINERY_MARKS)
+    kind = FindingKind.LEGACY_MACHINERY if machinery else FindingKind.LEGACY_NOTE
+    return {"kind": kind.value, "detail": message}

@@ -1,8 +1,9 @@
 """From a model's output to the function that replaces the original.
 
-Chat answers mix prose and code: the code is taken from markdown fences (```python … ```, ``` … ```, an
-unterminated fence at the end of a truncated answer), else from the first line that starts the target
-function (`def name`, `async def name`, or a decorator right before it) to the end of the indented block.
+Chat answers mix prose and code: the code is taken from markdown fences (```python … ```, ~~~ … ~~~, an
+unterminated fence at the end of a truncated answer: `coderun.runner.fences`, which the splicer uses too),
+else from the first line that starts the target function (`def name`, `async def name`, or a decorator
+right before it) to the end of the indented block.
 The block is kept whole (dedented): imports and helpers beside the function are the splicer's to place.
 
 Completions continue a prompt that ends with the function header: the continuation is cut where the body
@@ -17,7 +18,7 @@ import textwrap
 from dataclasses import dataclass
 from enum import Enum
 
-_FENCE = re.compile(r"^[ \t]*```[ \t]*([\w+.-]*)[^\n]*\n(.*?)(?:^[ \t]*```[ \t]*$|\Z)", re.S | re.M)
+from coderun.runner.fences import PYTHON_LANGS, code_blocks
 
 
 class Extraction(str, Enum):
@@ -36,10 +37,10 @@ class Extracted:
 
 def extract_code(answer: str, name: str) -> Extracted:
     """The target function `name` as written in a chat answer (empty code when there is none)."""
-    blocks = [(lang.lower(), body) for lang, body in _FENCE.findall(answer)]
-    python_blocks = [b for lang, b in blocks if lang in ("", "python", "py", "python3")] or [b for _, b in blocks]
-    if python_blocks:
-        best = next((b for b in python_blocks if _defines(b, name)), python_blocks[0])
+    blocks = code_blocks(answer)
+    candidates = [b for lang, b in blocks if lang in PYTHON_LANGS] or [b for _, b in blocks]
+    if candidates:
+        best = next((b for b in candidates if _defines(b, name)), candidates[0])
         return Extracted(_dedented(best), Extraction.FENCED)
     if _parses(answer) and _defines(answer, name):
         return Extracted(_dedented(answer), Extraction.WHOLE)

@@ -14,7 +14,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 
-class Sample(BaseModel):
+class GeneratedSample(BaseModel):
+    """A model's answer to one prompt as `coderun generate` writes it (read back as an input sample)."""
+
     model_config = ConfigDict(extra="ignore")
 
     task_id: str

@@ -24,7 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from coderun.errors import GenerationError, UsageError
 from coderun.generate.base import Endpoint, GenerationRequest, Provider
 from coderun.generate.extract import Extraction, assemble_solution, extract_code
-from coderun.generate.records import RawResponse, Sample, raw_path_for
+from coderun.generate.records import GeneratedSample, RawResponse, raw_path_for
 from coderun.prompts.records import PromptRecord
 
 # Column-0 lines that cannot belong to the body being completed (OpenAI accepts at most four stops).
@@ -100,7 +100,7 @@ def run_generation(prompts: list[PromptRecord], provider: Provider, config: Gene
 
 
 def _sample(provider: Provider, config: GenerationConfig, prompt: PromptRecord,
-            index: int) -> tuple[Sample, RawResponse]:
+            index: int) -> tuple[GeneratedSample, RawResponse]:
     chat = config.endpoint is Endpoint.CHAT
     request = GenerationRequest(
         endpoint=config.endpoint, model=config.model, temperature=config.temperature, top_p=config.top_p,
@@ -113,7 +113,7 @@ def _sample(provider: Provider, config: GenerationConfig, prompt: PromptRecord,
         solution, how = extracted.code, extracted.how
     else:
         solution, how = assemble_solution(prompt.header, gen.text, prompt.indent), Extraction.COMPLETION
-    sample = Sample(
+    sample = GeneratedSample(
         task_id=prompt.task_id, prompt_id=prompt.prompt_id, index=index, solution=solution,
         raw=gen.text, extraction=how.value, model=config.model,
         endpoint=config.endpoint.value, variant=prompt.variant, context=prompt.context,
@@ -131,7 +131,7 @@ class _Writer:
         self._out = out.open("a", encoding="utf-8")
         self._raw = raw.open("a", encoding="utf-8")
 
-    def write(self, sample: Sample, raw: RawResponse) -> None:
+    def write(self, sample: GeneratedSample, raw: RawResponse) -> None:
         with self.lock:
             self._raw.write(raw.model_dump_json() + "\n")
             self._raw.flush()
@@ -158,12 +158,12 @@ def load_done(out: Path, config: GenerationConfig) -> set[tuple[str, int]]:
     return done
 
 
-def _read(out: Path) -> Iterable[tuple[int, Sample]]:
+def _read(out: Path) -> Iterable[tuple[int, GeneratedSample]]:
     for no, line in enumerate(out.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
         try:
-            yield no, Sample.model_validate_json(line)
+            yield no, GeneratedSample.model_validate_json(line)
         except ValidationError as e:
             raise UsageError(f"{out}:{no}: not a sample record ({e.errors()[0]['msg']})",
                              hint="write to a new file with -o, or remove the bad line") from None
@@ -181,7 +181,7 @@ def _drop_partial_tail(path: Path) -> None:
         path.write_bytes(data[:cut])          # a record cut short: it is generated again
 
 
-def _check_same_settings(out: Path, no: int, s: Sample, c: GenerationConfig) -> None:
+def _check_same_settings(out: Path, no: int, s: GeneratedSample, c: GenerationConfig) -> None:
     mine = (c.model, c.endpoint.value, c.temperature, c.top_p, c.max_tokens)
     theirs = (s.model, s.endpoint, s.temperature, s.top_p, s.max_tokens)
     if mine != theirs:

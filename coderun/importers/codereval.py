@@ -24,7 +24,16 @@ from typing import Any
 from rich.progress import Progress
 
 from coderun.errors import UsageError
-from coderun.evaluation.store import Result, RunInfo, RunKind, RunStore, RunTask, Sample, code_hash
+from coderun.evaluation.store import (
+    ImportConfig,
+    Result,
+    RunInfo,
+    RunKind,
+    RunSample,
+    RunStore,
+    RunTask,
+    code_hash,
+)
 from coderun.records import ContextSet, Level, VerdictKind
 from coderun.runner.splice import SampleSyntaxError, SpliceErrorKind, prepare_sample
 from coderun.runner.taxonomy import FailureClass, Primary, classify_syntax
@@ -123,9 +132,9 @@ def import_results(results: Path, run_dir: Path, dataset: Path | None = None) ->
     contexts = read_oracle_contexts(dataset) if dataset else {}
     digest = hashlib.sha256(results.read_bytes()).hexdigest()
     info = RunInfo(run_id=run_dir.name, kind=RunKind.IMPORTED, label=results.stem, source=str(results.resolve()),
-                   config={"importer": "codereval", "results_sha256": digest,
-                           "dataset": str(dataset.resolve()) if dataset else None,
-                           "verdicts": "CoderEval's recorded is_pass (not re-run by coderun)"})
+                   config=ImportConfig(importer="codereval", results_sha256=digest,
+                                       dataset=str(dataset.resolve()) if dataset else None,
+                                       verdicts="CoderEval's recorded is_pass (not re-run by coderun)"))
     store = RunStore.create(run_dir, info)
     tasks, samples, out = [], [], []
     with Progress(transient=True) as progress:
@@ -140,7 +149,7 @@ def import_results(results: Path, run_dir: Path, dataset: Path | None = None) ->
                 gen = _decode(gen)
                 code = str(gen.get("generate_code", ""))
                 ok = _as_bool(gen.get("is_pass"), f"{results}:{lineno} sample {i}")
-                samples.append(Sample(task_id=task_id, index=i, code=code, hash=code_hash(code),
+                samples.append(RunSample(task_id=task_id, index=i, code=code, hash=code_hash(code),
                                       metadata={"return_code": _decode(gen.get("return_code"))}))
                 cls = None if ok else _failure(code, str(rec.get("name") or ""))
                 out.append(Result(task_id=task_id, index=i, verdict=VerdictKind.PASS if ok else VerdictKind.FAIL,

@@ -195,7 +195,8 @@ def _task_row(task: RunTask, results: list[Result], ks: Sequence[int], under_k: 
     samples = [SampleRow(run=run, task_id=task.task_id, sample=r.index, level=task.level.value, verdict=r.verdict,
                          failure=r.failure, reason=r.reason, spliced_path=r.spliced_path, log_path=r.log_path,
                          duration=r.duration,
-                         flags=flags.get((r.task_id, r.index), []) + (r.evidence.tampering if r.evidence else []))
+                         flags=flags.get((r.task_id, r.index), [])
+                         + [f.detail for f in (r.evidence.tampering if r.evidence else [])])
                for r in sorted(results, key=lambda r: r.index)]
     return TaskRow(task_id=task.task_id, project=task.project, level=task.level.value, n=n, c=c, infra=infra,
                    pass_at_k={str(k): v.value for k, v in table.items()}, samples=samples,

@@ -5,8 +5,9 @@ Nothing else in coderun decides pass or fail. The rules:
 - the task expects no test -> `infra` too: there is nothing to grade on, and it is not the sample's fault;
 - the run hit its time limit -> `fail` (`timeout`);
 - the run changed the test machinery (a test file or conftest changed or created, a pytest plugin registered,
-  pytest's or unittest's reporting replaced: see `Evidence.tampering`) -> `fail` (`other/tampering`), whatever
-  the outcomes say, since those are the very outcomes such a change could forge;
+  pytest's or unittest's reporting replaced: the findings in `Evidence.tampering` whose kind is machinery,
+  see `records.FindingKind`) -> `fail` (`other/tampering`), whatever the outcomes say, since those are the
+  very outcomes such a change could forge; other findings (another module changed) do not decide;
 - every expected test (each node id that passed on the baseline) must appear in the structured report and
   have passed; a missing, skipped, failed or errored test is a `fail`. When the report names a node id
   more than once (e.g. a call failure and a teardown error), every entry must be a pass;
@@ -37,10 +38,10 @@ def grade(expected: Sequence[str], evidence: Evidence, site: SpliceSite | None =
     if evidence.timed_out:
         return Verdict(verdict=VerdictKind.FAIL, failure=Primary.TIMEOUT.value,
                        reason=f"timed out after {evidence.duration:.1f}s")
-    machinery = tampered_machinery(evidence.tampering)
-    if machinery:
+    machinery = evidence.machinery()
+    if machinery:  # decided by the findings' kinds; the reason quotes their words
         return _fail(FailureClass(Primary.OTHER, Secondary.TAMPERING), "touched the test machinery: "
-                     + "; ".join(machinery))
+                     + "; ".join(f.detail for f in machinery))
     worst: dict[str, str] = {}
     for o in evidence.outcomes:
         if _WORST[o.outcome] >= _WORST.get(worst.get(o.nodeid, "passed"), 0):
@@ -53,15 +54,6 @@ def grade(expected: Sequence[str], evidence: Evidence, site: SpliceSite | None =
                          f"every expected test passed but the test process exited with {evidence.exit_code}")
         return Verdict(verdict=VerdictKind.PASS, reason=f"{len(expected)} expected tests passed")
     return _fail(classify(evidence, site), _summary(expected, missing, bad))
-
-
-# Tampering notes (from runner.execute) that mean the outcomes themselves may be forged. Other notes (another
-# project module changed, a new .py file) are reported but do not decide the verdict.
-_MACHINERY_MARKS = ("test file ", "conftest.py created", "pytest plugin", "was replaced", "plugins registered")
-
-
-def tampered_machinery(tampering: Sequence[str]) -> list[str]:
-    return [t for t in tampering if any(mark in t for mark in _MACHINERY_MARKS)]
 
 
 def grade_unspliceable(kind: str, message: str) -> Verdict:

@@ -6,6 +6,9 @@ when `exec` returns, and its copy is removed (`remove_workdir`), so nothing one 
 the next. `exec` returns a typed `ExecResult` whatever the command did (non-zero exit, timeout, huge
 output) and raises `SandboxError` only when the sandbox itself is broken: an infrastructure error,
 never a sample's fault.
+
+A sandbox lives no longer than its owner (the coderun process that started it): when the owner dies,
+even by SIGKILL, its processes, folders and containers go too, without waiting for another run.
 """
 
 from __future__ import annotations
@@ -14,9 +17,13 @@ import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from coderun.envs.services import expand
 from coderun.errors import SandboxError, UsageError
+
+if TYPE_CHECKING:
+    from coderun.sandbox.process import SandboxProcess, WorkerLayout
 
 
 @dataclass(frozen=True)
@@ -112,6 +119,17 @@ class Sandbox(ABC):
     def harness_dir(self) -> str:
         """A directory outside every workdir, readable (not writable) by samples, holding coderun's
         own helper files (the pytest reporter)."""
+
+    @abstractmethod
+    def start_process(self, argv: list[str], *, env: dict[str, str], marker: str) -> SandboxProcess:
+        """Start a long-lived process as the sample user with exactly `env`, stdin and stdout open to
+        coderun (coderun's worker). `marker` ("NAME=VALUE", in `env`) is carried by the process and by
+        what it forks: the process's `close` kills whatever carries it. The caller bounds it in time."""
+
+    @abstractmethod
+    def worker_layout(self) -> WorkerLayout:
+        """Where a worker started by `start_process` works, what it cleans and which limits it applies
+        itself (those the sandbox does not enforce on a long-lived process)."""
 
     @abstractmethod
     def close(self) -> None:

@@ -6,8 +6,11 @@ The container (what protects the host):
 - every capability dropped, `no-new-privileges`, memory (no swap), pids and CPU limits, no core files;
 - its idle PID 1 (a zombie reaper) runs as `nobody`, samples run as the image's unprivileged user
   `coderun`, so a sample can neither signal PID 1 nor read or change coderun's own files;
+- its life is tied to coderun's: PID 1's stdin is attached by the sandbox (`stdin_once`), so when the
+  owning coderun process dies, even by SIGKILL, the engine closes that stdin, PID 1 exits and the
+  container, started with `auto_remove`, is gone;
 - labels `org.coderun.managed=1`, `org.coderun.run`, `org.coderun.owner` (host and pid), so containers
-  left by a crashed run are found and removed by the next one (`cleanup_stale_containers`).
+  of a crashed run can still be found (`cleanup_stale_containers`, run when a sandbox starts).
 
 Each exec runs as `coderun` under `timeout -s KILL` (the wall-clock limit inside), and a host-side
 watchdog kills the container when the exec still does not return (the limit outside; the container is
@@ -34,6 +37,7 @@ import uuid
 from coderun.envs import services
 from coderun.errors import SandboxError, SandboxUnavailable, ServiceError
 from coderun.sandbox.base import CappedBuffer, ExecResult, Sandbox, SandboxSpec, check_exec_args
+from coderun.sandbox.process import SandboxProcess, WorkerLayout
 
 SAMPLE_USER = "coderun"      # the image's unprivileged user (images/base.Dockerfile), owner of /work/project
 IDLE_USER = "65534:65534"    # nobody: PID 1, out of the sample user's reach
@@ -46,9 +50,15 @@ _CHUNK = 64 * 1024           # bytes per write_file exec (base64 stays under the
 _READ_LIMIT = 256 << 20
 _CONTROL_TIMEOUT = 120
 
-# PID 1: reaps orphans as soon as they end (SIGCHLD wakes it), so their pids return to the limit at once.
-_REAPER = ("import os, signal\n"
+# PID 1: reaps orphans as soon as they end (SIGCHLD wakes it), so their pids return to the limit at once;
+# exits (and so ends the container) when its stdin, held by the owning coderun process, reaches EOF.
+_REAPER = ("import os, signal, threading\n"
            "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])\n"
+           "def owner():\n"
+           "    while os.read(0, 65536):\n"
+           "        pass\n"
+           "    os._exit(0)\n"
+           "threading.Thread(target=owner, daemon=True).start()\n"
            "while True:\n"
            "    try:\n"
            "        os.wait()\n"
@@ -122,6 +132,7 @@ class DockerSandbox(Sandbox):
         self._api = None          # control calls (short HTTP timeout)
         self._stream_api = None   # exec output streams (no HTTP timeout: the watchdog bounds them)
         self._container_id: str | None = None
+        self._owner_link = None   # the attach socket of PID 1's stdin: its end is the container's end
         self._workdirs: set[str] = set()
         self._lost: set[str] = set()     # workdirs of a container the watchdog replaced
         self._closed = False
@@ -157,7 +168,7 @@ class DockerSandbox(Sandbox):
             network_mode="none", cap_drop=["ALL"], security_opt=["no-new-privileges"], read_only=True,
             tmpfs=tmpfs,
             mem_limit=f"{lim.memory_mb}m", memswap_limit=f"{lim.memory_mb}m", pids_limit=lim.pids,
-            nano_cpus=int(lim.cpus * 1e9), ipc_mode="private",
+            nano_cpus=int(lim.cpus * 1e9), ipc_mode="private", auto_remove=True,
             ulimits=[docker.types.Ulimit(name="core", soft=0, hard=0),
                      docker.types.Ulimit(name="fsize", soft=lim.file_size_mb << 20, hard=lim.file_size_mb << 20)])
         labels = {f"{LABEL}.managed": "1", f"{LABEL}.run": self.spec.run_id, f"{LABEL}.owner": _owner(),
@@ -166,7 +177,9 @@ class DockerSandbox(Sandbox):
             created = self._api.create_container(
                 self.spec.image, command=[self.spec.python, "-I", "-c", _REAPER], user=IDLE_USER,
                 name=name, labels=labels, host_config=host_config, network_disabled=True,
-                working_dir="/", environment={"PYTHONDONTWRITEBYTECODE": "1"})
+                working_dir="/", environment={"PYTHONDONTWRITEBYTECODE": "1"},
+                stdin_open=True)  # not detached: docker-py then sets StdinOnce
+            self._hold(created["Id"])
             self._api.start(created["Id"])
         except docker.errors.ImageNotFound:
             raise SandboxUnavailable(f"docker image {self.spec.image} is not built",
@@ -182,6 +195,18 @@ class DockerSandbox(Sandbox):
         if self.spec.services:
             self.service_env = self._start_services()
         return created["Id"]
+
+    def _hold(self, cid: str) -> None:
+        """Attach to PID 1's stdin (before it starts) and keep the socket open as long as the sandbox."""
+        self._release()
+        self._owner_link = self._api.attach_socket(cid, params={"stdin": 1, "stream": 1})
+
+    def _release(self) -> None:
+        link, self._owner_link = self._owner_link, None
+        for sock in (getattr(link, "_sock", None), link):
+            with contextlib.suppress(Exception):
+                if sock is not None:
+                    sock.close()
 
     def _start_services(self) -> dict[str, str]:
         """Start the project's services in the container, as `nobody` (so the kill of every sample
@@ -209,6 +234,7 @@ class DockerSandbox(Sandbox):
         if cid and self._api is not None:
             with contextlib.suppress(Exception):
                 self._api.remove_container(cid, force=True, v=True)
+        self._release()
         self._workdirs.clear()
 
     def _restart(self) -> None:
@@ -357,22 +383,25 @@ class DockerSandbox(Sandbox):
         except Exception as e:  # reported to the caller as a broken sandbox
             failure.append(e)
 
-    def open_stream(self, cmd: list[str], *, env: dict[str, str]):
-        """Start a long-lived process as the sample user with stdin open (coderun's per-project worker).
-        Returns the attach socket: write to `._sock`, read docker's multiplexed stdout/stderr frames.
-        The caller bounds it in time; `kill_sample_processes` ends it."""
+    def start_process(self, argv: list[str], *, env: dict[str, str], marker: str) -> DockerProcess:
+        """A `docker exec` with stdin open; `marker` is not needed: every process of the sample user
+        is killed when it closes."""
         import docker.errors
 
         try:
-            exec_id = self._api.exec_create(self._cid(), cmd, user=SAMPLE_USER, workdir="/", environment=env,
+            exec_id = self._api.exec_create(self._cid(), argv, user=SAMPLE_USER, workdir="/", environment=env,
                                             stdout=True, stderr=True, stdin=True, tty=False)["Id"]
-            return self._stream_api.exec_start(exec_id, socket=True)
+            sock = self._stream_api.exec_start(exec_id, socket=True)
         except docker.errors.DockerException as e:
             raise SandboxError(f"cannot start a worker in the container: {e}") from None
+        return DockerProcess(sock, self._kill_leftovers)
 
-    def kill_sample_processes(self) -> None:
-        """SIGKILL every process of the sample user in the container."""
-        self._kill_leftovers()
+    def worker_layout(self) -> WorkerLayout:
+        """The container enforces the limits; the worker empties the shared tmpfs folders after each
+        sample and kills every other process of the sample user."""
+        scratch = f"{SCRATCH}/wk-{uuid.uuid4().hex[:10]}"
+        return WorkerLayout(scratch=scratch, home="/tmp", kill_uid=True, clean=("/tmp", "/dev/shm", SCRATCH),
+                            keep=(HARNESS, scratch))
 
     def _kill_leftovers(self) -> None:
         import docker.errors
@@ -383,6 +412,40 @@ class DockerSandbox(Sandbox):
             self._api.exec_start(exec_id)
         except docker.errors.DockerException as e:
             raise SandboxError(f"cannot kill a sample's leftover processes: {e}") from None
+
+
+class DockerProcess(SandboxProcess):
+    """The attach socket of `docker exec`: our writes are the process's stdin; its output comes in frames
+    of an 8-byte header (stream 1 or 2, big-endian length) and a payload."""
+
+    def __init__(self, sock, kill_all) -> None:
+        super().__init__()
+        self.sock, self._kill_all = sock, kill_all
+        self.raw = getattr(sock, "_sock", sock)
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        from docker.utils.socket import frames_iter
+
+        with contextlib.suppress(Exception):  # any end of the stream is the process's end
+            for stream, data in frames_iter(self.sock, tty=False):
+                if stream == 1:
+                    self._feed(data)
+                else:
+                    self._stderr.feed(data)
+        self._ended()
+
+    def send(self, data: bytes) -> None:
+        self.raw.sendall(data)
+
+    def close(self) -> None:
+        """Close its stdin (the worker cleans up and exits at EOF), then kill what is left of it."""
+        with contextlib.suppress(Exception):
+            self.raw.close()
+        with contextlib.suppress(Exception):
+            self.sock.close()
+        with contextlib.suppress(Exception):
+            self._kill_all()
 
 
 def cleanup_stale_containers(client=None) -> list[str]:

@@ -12,18 +12,18 @@ initial environment carries this exec's marker, every process in its session and
 What it does NOT do: the sample runs as the same user as coderun, with the network, and can read and
 write anything that user can (a deliberately hostile process can also clear its marker and leave the
 cgroup when it runs as root). It says so with a warning when it starts. Use `docker` for untrusted code.
+
+Each sandbox has a guardian process (local_processes.Guardian) holding a pipe from coderun: when coderun
+dies, the guardian kills the sandbox's processes and removes its folder.
 """
 
 from __future__ import annotations
 
 import atexit
-import contextlib
 import math
 import os
 import resource
-import selectors
 import shutil
-import signal
 import stat
 import subprocess
 import tempfile
@@ -35,12 +35,22 @@ from pathlib import Path
 
 from coderun.envs.services import Running, launch
 from coderun.errors import SandboxError, SandboxUnavailable
-from coderun.sandbox.base import CappedBuffer, ExecResult, Sandbox, SandboxSpec, check_exec_args
+from coderun.sandbox.base import ExecResult, Sandbox, SandboxSpec, check_exec_args
+from coderun.sandbox.local_processes import (
+    Guardian,
+    LocalProcess,
+    PidsCgroup,
+    collect,
+    nproc_limit,
+    rmtree,
+    sweep,
+    with_outer_timeout,
+)
+from coderun.sandbox.process import WorkerLayout
 
 MARKER = "CODERUN_SANDBOX_ID"
 _PREFIX = "coderun-sbx-"
 _READ_LIMIT = 256 << 20
-_CGROUP_ROOTS = ("/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified", "/sys/fs/cgroup")
 
 
 class UntrustedCodeWarning(UserWarning):
@@ -56,6 +66,7 @@ class LocalSandbox(Sandbox):
         self._workdirs: set[Path] = set()
         self._lock = threading.Lock()
         self._services: Running | None = None
+        self._guardian: Guardian | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -74,6 +85,7 @@ class LocalSandbox(Sandbox):
         self.root = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{self.spec.run_id}-{self.spec.slot}-"))
         (self.root / "owner.pid").write_text(str(os.getpid()))
         (self.root / "harness").mkdir()
+        self._guardian = Guardian(self.root)
         atexit.register(self.close)
         if self.spec.services:  # one instance per sandbox: no other project or worker sees its data
             try:
@@ -91,8 +103,11 @@ class LocalSandbox(Sandbox):
         if self._services is not None:
             self._services.stop()
             self._services, self.service_env = None, {}
-        _rmtree(root)
+        rmtree(root)
         self._workdirs.clear()
+        if self._guardian is not None:
+            self._guardian.stop()
+            self._guardian = None
 
     def _root(self) -> Path:
         if self.root is None:
@@ -115,7 +130,7 @@ class LocalSandbox(Sandbox):
             shutil.copytree(self.spec.project_dir, base / "project", symlinks=True,
                             ignore=shutil.ignore_patterns(".git"))
         except OSError as e:
-            _rmtree(base)
+            rmtree(base)
             raise SandboxError(f"local sandbox: cannot copy {self.spec.project_dir}: {e}") from None
         with self._lock:
             self._workdirs.add(base)
@@ -127,7 +142,7 @@ class LocalSandbox(Sandbox):
             if base not in self._workdirs:
                 raise SandboxError(f"local sandbox: {path} is not a workdir of this sandbox")
             self._workdirs.discard(base)
-        _rmtree(base)
+        rmtree(base)
 
     # -- files -------------------------------------------------------------------------------
 
@@ -160,8 +175,9 @@ class LocalSandbox(Sandbox):
         token = uuid.uuid4().hex
         full_env = self._env(cwd, self.with_services(env or {}), token)
         limit = output_limit or self.spec.limits.output_limit
-        cgroup = _PidsCgroup.create(f"{_PREFIX}{token[:16]}", self.spec.limits.pids)
-        argv = _with_outer_timeout(cmd, timeout)
+        cgroup = PidsCgroup.create(f"{_PREFIX}{token[:16]}", self.spec.limits.pids)
+        argv = with_outer_timeout(cmd, timeout)
+        self._guard(f"{MARKER}={token}")
         started = time.monotonic()
         try:
             proc = subprocess.Popen(
@@ -173,15 +189,39 @@ class LocalSandbox(Sandbox):
                 cgroup.remove()
             raise SandboxError(f"local sandbox: cannot start {cmd[0]}: {e}") from None
         try:
-            out, err, timed_out = _collect(proc, stdin, limit, started + timeout,
-                                           lambda: _sweep(proc.pid, token, cgroup))
+            needles = (f"{MARKER}={token}".encode(),)
+            out, err, timed_out = collect(proc, stdin, limit, started + timeout,
+                                          lambda: sweep(proc.pid, needles, cgroup))
         finally:
-            _sweep(proc.pid, token, cgroup)
+            sweep(proc.pid, (f"{MARKER}={token}".encode(),), cgroup)
             if cgroup:
                 cgroup.remove()
         return ExecResult(returncode=proc.returncode, stdout=out.text(), stderr=err.text(),
                           timed_out=timed_out, truncated=out.truncated or err.truncated,
                           duration=time.monotonic() - started)
+
+    def _guard(self, entry: str) -> None:
+        if self._guardian is not None:
+            self._guardian.watch(entry)
+
+    # -- long-lived processes ----------------------------------------------------------------
+
+    def start_process(self, argv: list[str], *, env: dict[str, str], marker: str) -> LocalProcess:
+        root = self._root()
+        self._guard(marker)
+        try:
+            return LocalProcess(argv, env, root / f"process-{uuid.uuid4().hex[:8]}.stderr", marker)
+        except OSError as e:
+            raise SandboxError(f"local sandbox: cannot start {argv[0]}: {e}") from None
+
+    def worker_layout(self) -> WorkerLayout:
+        """The sandbox enforces no limit on a long-lived process: the worker applies the exec limits
+        to each child itself (rlimits, and a pids cgroup per child where one can be made)."""
+        root, lim = self._root(), self.spec.limits
+        return WorkerLayout(scratch=str(root / "wk"), home=str(root),
+                            limits={"memory_mb": lim.memory_mb, "file_size_mb": lim.file_size_mb,
+                                    "nproc": nproc_limit(lim.pids)},
+                            cgroup_root=PidsCgroup.probe_root(), pids=lim.pids)
 
     def _env(self, cwd: str, extra: dict[str, str], token: str) -> dict[str, str]:
         base = Path(cwd).resolve()
@@ -199,10 +239,10 @@ class LocalSandbox(Sandbox):
         env[MARKER] = token
         return env
 
-    def _preexec(self, timeout: float, cgroup: _PidsCgroup | None):
+    def _preexec(self, timeout: float, cgroup: PidsCgroup | None):
         limits = self.spec.limits
         cpu = math.ceil(timeout) + 5
-        nproc = _nproc_limit(limits.pids)
+        nproc = nproc_limit(limits.pids)
         procs_file = str(cgroup.path / "cgroup.procs") if cgroup else None
 
         def apply() -> None:  # runs in the child between fork and exec: keep it to system calls
@@ -220,173 +260,6 @@ class LocalSandbox(Sandbox):
         return apply
 
 
-def _with_outer_timeout(cmd: list[str], timeout: float) -> list[str]:
-    """Put coreutils `timeout` between coderun and the command: a sample that signals its parent hits
-    that process, not coderun (coderun's own deadline still applies when it is missing)."""
-    tool = shutil.which("timeout")
-    if not tool:
-        return cmd
-    return [tool, "-s", "KILL", str(math.ceil(timeout) + 2), *cmd]
-
-
-def _nproc_limit(pids: int) -> int | None:
-    """RLIMIT_NPROC counts every process of the user and is ignored for root, so: none for root, and
-    the user's current count plus `pids` otherwise (a smaller value would break their other programs)."""
-    uid = os.geteuid()
-    if uid == 0:
-        return None
-    mine = 0
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                if entry.stat().st_uid == uid:
-                    mine += 1
-    return mine + pids
-
-
-def _collect(proc: subprocess.Popen, stdin: bytes | None, limit: int, deadline: float,
-             on_exit) -> tuple[CappedBuffer, CappedBuffer, bool]:
-    """Read stdout and stderr with a cap until EOF; kill everything at the deadline. Once the main
-    process has exited, `on_exit` kills what it left running, so inherited pipes reach EOF."""
-    if stdin is not None:
-        threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True).start()
-    bufs = {proc.stdout: CappedBuffer(limit), proc.stderr: CappedBuffer(limit)}
-    sel = selectors.DefaultSelector()
-    for stream in bufs:
-        sel.register(stream, selectors.EVENT_READ)
-    timed_out = False
-    swept = False
-    try:
-        while sel.get_map():
-            now = time.monotonic()
-            if not swept and (proc.poll() is not None or now >= deadline):
-                timed_out = proc.returncode is None
-                on_exit()
-                swept = True
-            for key, _ in sel.select(timeout=0.1 if swept else max(0.0, min(deadline - now, 0.2))):
-                chunk = os.read(key.fd, 65536)
-                if chunk:
-                    bufs[key.fileobj].feed(chunk)
-                else:
-                    sel.unregister(key.fileobj)
-    finally:
-        sel.close()
-        for stream in bufs:
-            stream.close()
-    proc.wait()
-    return bufs[proc.stdout], bufs[proc.stderr], timed_out
-
-
-def _feed(pipe, data: bytes) -> None:
-    with contextlib.suppress(OSError):
-        pipe.write(data)
-    with contextlib.suppress(OSError):
-        pipe.close()
-
-
-def _sweep(pgid: int, token: str, cgroup: _PidsCgroup | None) -> None:
-    """SIGKILL the process group, the cgroup, and any process carrying the marker or in the session."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-    for _ in range(20):
-        victims = set(cgroup.pids()) if cgroup else set()
-        victims |= _marked_processes(token, pgid)
-        victims.discard(os.getpid())
-        if not victims:
-            return
-        for pid in victims:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.05)
-
-
-def _marked_processes(token: str, sid: int) -> set[int]:
-    needle = f"{MARKER}={token}".encode()
-    found = set()
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        pid = int(entry.name)
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-            if fields[0] == b"Z":
-                continue
-            if int(fields[3]) == sid:  # fields after the name: state ppid pgrp session ...
-                found.add(pid)
-                continue
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                if needle in f.read().split(b"\0"):
-                    found.add(pid)
-        except (OSError, IndexError, ValueError):
-            continue
-    return found
-
-
-class _PidsCgroup:
-    """A pids cgroup (v1 or v2) for one exec: a hard process-count limit and a complete kill list."""
-
-    def __init__(self, path: Path):
-        self.path = path
-
-    @classmethod
-    def create(cls, name: str, max_pids: int) -> _PidsCgroup | None:
-        for root in _CGROUP_ROOTS:
-            base = Path(root)
-            if not (base / "cgroup.procs").exists():
-                continue
-            if base.name != "pids" and "pids" not in _read(base / "cgroup.controllers"):
-                continue
-            path = base / name
-            try:
-                path.mkdir()
-                (path / "pids.max").write_text(str(max_pids))
-                return cls(path)
-            except OSError:
-                with contextlib.suppress(OSError):
-                    path.rmdir()
-        return None
-
-    def pids(self) -> list[int]:
-        return [int(p) for p in _read(self.path / "cgroup.procs").split()]
-
-    def remove(self) -> None:
-        for _ in range(50):
-            for pid in self.pids():
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-            try:
-                self.path.rmdir()
-                return
-            except FileNotFoundError:
-                return
-            except OSError:
-                time.sleep(0.05)
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text()
-    except OSError:
-        return ""
-
-
-def _rmtree(path: Path) -> None:
-    """Remove a tree a sample may have made unreadable (chmod 000 directories)."""
-    def fix(func, p, _exc):
-        with contextlib.suppress(OSError):
-            os.chmod(os.path.dirname(p), stat.S_IRWXU)
-            os.chmod(p, stat.S_IRWXU)
-        with contextlib.suppress(FileNotFoundError):
-            if os.path.isdir(p) and not os.path.islink(p):
-                shutil.rmtree(p, ignore_errors=True)
-            else:
-                os.unlink(p)
-
-    if path.exists() or path.is_symlink():
-        shutil.rmtree(path, onerror=fix)
-
-
 def cleanup_stale_workdirs() -> list[str]:
     """Remove sandbox folders left in the temp dir by coderun processes that no longer run."""
     removed = []
@@ -396,6 +269,6 @@ def cleanup_stale_workdirs() -> list[str]:
         except (OSError, ValueError):
             continue
         if owner != os.getpid() and not Path(f"/proc/{owner}").exists():
-            _rmtree(entry)
+            rmtree(entry)
             removed.append(str(entry))
     return removed

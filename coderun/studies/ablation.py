@@ -12,6 +12,7 @@ folder a person can open:
 
 Resume: re-running with the same folder keeps the prompts, generates only the missing samples, reuses
 a finished run and continues an unfinished one (`execute` on its store, as `coderun eval --resume`).
+Each arm's run folder is written as `coderun eval` writes one (problems.txt, report.json, report.md).
 
 The comparison takes the first arm as the baseline. Per group (overall and every runnable level) it gives
 each arm's pass@k and Acc@k, and for every other arm the pass@k difference over the tasks both arms
@@ -35,6 +36,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from coderun.choices import Backend
 from coderun.config import Settings
 from coderun.errors import GenerationError, StoreError, TaskError, UsageError
 from coderun.evaluation.evaluate import EvalRequest, execute, start_run
@@ -51,7 +53,8 @@ from coderun.prompts import (
 from coderun.prompts.checkouts import checkout_resolver
 from coderun.prompts.records import variant_name
 from coderun.records import Level, Task, VerdictKind
-from coderun.report.aggregate import Comparison, RunReport, build_report, compare
+from coderun.report.aggregate import Comparison, RunReport, compare
+from coderun.report.folder import write_reports
 from coderun.report.metrics import UnderK
 from coderun.report.render import pct
 from coderun.report.terminal import make_table
@@ -137,7 +140,7 @@ class AblationPlan(BaseModel):
     max_tokens: int | None = None
     projects: list[str] = Field(default_factory=list)
     level: str | None = None
-    backend: str = "local"
+    backend: Backend = Backend.LOCAL
 
 
 @dataclass(frozen=True)
@@ -148,7 +151,7 @@ class AblationRequest:
     provider: Callable[[], Provider] | None = None    # opens a provider for the generated arms
     projects: tuple[str, ...] = ()
     level: Level | None = None
-    backend: str = "local"
+    backend: Backend = Backend.LOCAL
     jobs: int = 2
     ks: tuple[int, ...] = (1, 5, 10)
     under_k: UnderK = UnderK.EXCLUDE
@@ -323,8 +326,8 @@ def run_ablation(req: AblationRequest, settings: Settings, console: Console,
     outcomes = [run_arm(arm, req, settings, tasks, console) for arm in req.arms]
     reports = []
     for o in outcomes:
-        with RunStore.open(o.run_dir) as store:
-            reports.append(build_report(store, list(req.ks), req.under_k))
+        with RunStore.open(o.run_dir) as store:    # the arm's report files, as `coderun eval` writes them
+            reports.append(write_reports(store, req.ks, req.under_k))
     comparison = compare_arms(reports, [str(o.run_dir) for o in outcomes])
     save_comparison(comparison, req.out_dir)
     return comparison, outcomes

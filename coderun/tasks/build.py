@@ -18,14 +18,11 @@ import shutil
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import Field
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from coderun.config import Settings
 from coderun.envs.local import LocalEnv, build_local_env, find_local_env, load_baseline
@@ -44,6 +41,7 @@ from coderun.records import (
 from coderun.tasks import store
 from coderun.tasks.coverage_map import CoverageMap, cap_tests, collect_coverage, test_file
 from coderun.tasks.discovery import Candidate, select, task_id
+from coderun.tasks.parallel import Meter, err, parallel
 from coderun.tasks.verify import (
     ORIGINAL_RUNS,
     Shared,
@@ -54,13 +52,8 @@ from coderun.tasks.verify import (
     verify_task,
 )
 
-_err = Console(stderr=True)
-
 # Part of the key under which an unfinished build's decisions are kept: bump when verification changes.
 VERIFY_VERSION = "3"
-# Without a terminal, a progress line every this many tasks or seconds (whichever comes first).
-LINE_EVERY_TASKS = 10
-LINE_EVERY_SECONDS = 30.0
 # Whole-run limit of a run with a stubbed body, over five times its tests' baseline time (see stub_run_limit).
 STUB_RUN_SECONDS = 60.0
 
@@ -139,7 +132,7 @@ def _build_project(manifest: Manifest, settings: Settings, backend: str, include
                    jobs: int | None) -> ProjectTaskReport:
     started = time.monotonic()
     jobs = max(1, jobs or default_jobs())
-    say = _err.print if progress else (lambda *a, **k: None)
+    say = err.print if progress else (lambda *a, **k: None)
     env = find_local_env(manifest, settings) or build_local_env(
         manifest, settings, warn=lambda msg: say(f"[yellow]{msg}[/]"))
     baseline = load_baseline(env)
@@ -290,7 +283,7 @@ def _verify_all(manifest: Manifest, env: LocalEnv, runner: TestRunner, mapped: l
     """Every task's verdict: the shared runs of the original first, then the tasks, `jobs` at a time."""
     from coderun.runner.splice import blank_body
 
-    say = _err.print if progress else (lambda *a, **k: None)
+    say = err.print if progress else (lambda *a, **k: None)
     specs = [(c, TaskTests(_tid(manifest, c), c.function.file, c.function.qualname, c.function.lineno,
                            tuple(tests))) for c, tests in mapped]
     shared = {conf: _shared_runs(manifest, runner, {n for _, tests in mapped for n in tests}, kept, say, conf)
@@ -313,8 +306,8 @@ def _verify_all(manifest: Manifest, env: LocalEnv, runner: TestRunner, mapped: l
         return verify_task(spec, runner, sources.get(spec.file, ""),
                            lambda src, q, ln, stmt: blank_body(src, q, lineno=ln, statement=stmt), shared)
 
-    with _Meter(manifest.name, len(specs), Counter(v.status.value for v in out.values()), progress) as meter:
-        for spec, v in _parallel(one, todo, jobs, say):
+    with Meter(manifest.name, len(specs), Counter(v.status.value for v in out.values()), progress) as meter:
+        for spec, v in parallel(one, todo, jobs, say):
             kept.keep(spec.task_id, v.to_json(spec.tests))
             out[spec.task_id] = v
             meter.advance(v.status.value)
@@ -341,82 +334,6 @@ def _shared_runs(manifest: Manifest, runner: TestRunner, union: set[str], kept: 
     return Shared(frozenset(flaky), frozenset(always))
 
 
-def _parallel(fn: Callable[[TaskTests], Verification], todo: list[TaskTests], jobs: int, say
-              ) -> Iterator[tuple[TaskTests, Verification]]:
-    """(spec, verdict) as each finishes, `jobs` at a time. Interrupted (Ctrl-C) or failing, it starts
-    nothing new but still hands over the tasks already under way that end well, so the caller keeps
-    them; then it re-raises."""
-    ex = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="coderun-verify")
-    running: dict[Future, TaskTests] = {}
-    pending = list(todo)
-    try:
-        while pending or running:
-            while pending and len(running) < jobs:
-                spec = pending.pop(0)
-                running[ex.submit(fn, spec)] = spec
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
-            for fut in done:
-                yield running.pop(fut), fut.result()
-    except GeneratorExit:
-        raise
-    except BaseException as e:
-        if isinstance(e, KeyboardInterrupt) and running:
-            say(f"interrupted: finishing the {len(running)} tasks under way; every decision made is kept, "
-                "and running the same build again resumes")
-        for fut in list(running):
-            if fut.exception() is None:  # waits for it
-                yield running.pop(fut), fut.result()
-        raise
-    finally:
-        ex.shutdown(wait=True, cancel_futures=True)
-
-
-class _Meter:
-    """Progress of the verification: a rich bar on a terminal, otherwise a line every few tasks or seconds
-    (e.g. `calc: 12/40 tasks done (9 verified, 3 weak) 0:01:10`) and one at the end."""
-
-    def __init__(self, project: str, total: int, done: Counter, enabled: bool):
-        self.project, self.total, self.counts, self.enabled = project, total, done, enabled
-        self.started = self.last_line = time.monotonic()
-        self.last_done = sum(done.values())
-        self.bar: Progress | None = None
-
-    def __enter__(self) -> _Meter:
-        if self.enabled and _err.is_terminal:
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                TimeElapsedColumn(), console=_err, transient=False)
-            self.bar.start()
-            self.bar_id = self.bar.add_task(f"{self.project}: verify tasks", total=self.total,
-                                            completed=self.last_done)
-        elif self.enabled:
-            self.line()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-        elif self.enabled and sum(self.counts.values()) != self.last_done:
-            self.line()
-
-    def advance(self, status: str) -> None:
-        self.counts[status] += 1
-        if self.bar is not None:
-            self.bar.advance(self.bar_id)
-            return
-        done = sum(self.counts.values())
-        if self.enabled and (done - self.last_done >= LINE_EVERY_TASKS or done == self.total
-                             or time.monotonic() - self.last_line >= LINE_EVERY_SECONDS):
-            self.line()
-
-    def line(self) -> None:
-        done = sum(self.counts.values())
-        self.last_done, self.last_line = done, time.monotonic()
-        elapsed = int(self.last_line - self.started)
-        parts = ", ".join(f"{n} {k}" for k, n in sorted(self.counts.items(), key=lambda kv: -kv[1]))
-        _err.print(f"{self.project}: {done}/{self.total} tasks done{f' ({parts})' if parts else ''} "
-                   f"{elapsed // 3600}:{elapsed // 60 % 60:02d}:{elapsed % 60:02d}", highlight=False)
-
-
 def stub_run_limit(durations: list[float]) -> float:
     """The whole-run limit of a stubbed body's run. A stub can loop forever where no test's own limit
     reaches (a `pass` body in a loop run at import, e.g. zope's C3 merge); a timeout only counts as the
@@ -430,10 +347,9 @@ def _runner(manifest: Manifest, settings: Settings, backend: str, env: LocalEnv,
     """A TestRunner backed by the evaluation's sandbox and workers executor (up to `jobs` workers, each
     keeping the tree in memory), with the evaluation's time limits for the tests it runs."""
     from coderun.envs.testrun import test_env
-    from coderun.evaluation.evaluate import project_sandbox_spec, run_limits
-    from coderun.runner.execute import SampleRun
-    from coderun.runner.grade import tampered_machinery
-    from coderun.runner.workers import WorkerPool
+    from coderun.runner.evidence import SampleRun
+    from coderun.runner.executors import WorkerPool
+    from coderun.sandbox.project import project_sandbox_spec, run_limits
 
     spec = project_sandbox_spec(manifest, settings, backend)  # exactly the evaluation's sandbox
     lock = threading.Lock()
@@ -463,10 +379,10 @@ def _runner(manifest: Manifest, settings: Settings, backend: str, env: LocalEnv,
         if ev.infra_error:
             raise SandboxError(f"{manifest.name}: the sandbox failed while verifying tasks: {ev.infra_error}",
                                hint=f"see {log}; the decisions made so far are kept, run the build again")
-        machinery = tampered_machinery(ev.tampering)
+        machinery = ev.machinery()
         if machinery:  # evaluation would grade every sample of this run as tampering: say so now
             raise TaskError(f"{manifest.name}: running the project's own code trips coderun's tampering check "
-                            f"({'; '.join(machinery)}); every sample would fail as tampering",
+                            f"({'; '.join(f.detail for f in machinery)}); every sample would fail as tampering",
                             hint=f"see {ev.log_path}; this is the environment (a test dependency hooking pytest "
                                  "the way a sample would), so please report it with the log")
         return {t.nodeid: t.outcome for t in ev.outcomes}

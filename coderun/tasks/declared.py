@@ -15,12 +15,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from coderun.config import Settings
-from coderun.evaluation.samples import ProblemKind, Resolver, TaskRef, Unavailable, default_prompt
 from coderun.manifests.schema import Manifest, TaskTarget
 from coderun.records import Level, Task
 from coderun.tasks import load_tasks, store
 from coderun.tasks.build import ProjectTaskReport
 from coderun.tasks.discovery import task_id
+from coderun.tasks.resolve import ProblemKind, Resolver, TaskRef, Unavailable, default_prompt
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,9 @@ removed from os.environ as soon as it is imported (before conftest files or test
     CODERUN_TEST_TIMEOUT    seconds allowed per test (setup + call + teardown); 0 disables
 
 Records: `start`, `collected` (node ids and collection errors), `begin` / `test` per test, `tamper`
-(pytest or unittest result machinery patched, or plugins registered after collection), `note` (the same
-machinery replaced by code of an installed package, i.e. a test dependency such as flexmock), `finish`.
+(pytest or unittest result machinery patched, or plugins registered after collection; a stable `code`
+and the words `what`), `note` (the same machinery replaced by code of an installed package, i.e. a test
+dependency such as flexmock), `finish`.
 `--coderun-keep NODEID` (repeatable) selects the tests to run after collection.
 
 What this guarantees, honestly: the generated code runs in this same process, so code written to
@@ -124,6 +125,18 @@ def _from_installed_package(obj) -> bool:
     return bool(path) and not inside_copy and ("/site-packages/" in path or "/dist-packages/" in path)
 
 
+# A `tamper` record carries a stable `code` (the host grades on it, never on the words) and `what`, the
+# words a person reads. The host treats a code it does not know as tampering.
+_REPLACED_CODES = {"_pytest": "pytest_replaced", "unittest": "unittest_replaced",
+                   "coderun_reporter": "reporter_replaced"}
+_PLUGINS_CODE = "plugin_registered_during_tests"
+_MESSAGES = {
+    "replaced": "{name} was replaced ({where})",
+    "replaced_by_package": "{name} was replaced by an installed package ({where})",
+    "plugins": "pytest plugins registered during the tests ({where}): {names}",
+}
+
+
 def _check_tampering(config, where: str) -> None:
     if not _snapshot or config is None:
         return
@@ -132,9 +145,10 @@ def _check_tampering(config, where: str) -> None:
         if now.get(name) is not original:
             if _from_installed_package(now.get(name)):
                 # A test dependency hooking pytest (flexmock wraps call_runtest_hook): the project's own setup.
-                _emit("note", what=f"{name} was replaced by an installed package ({where})")
+                _emit("note", what=_MESSAGES["replaced_by_package"].format(name=name, where=where))
             else:
-                _emit("tamper", what=f"{name} was replaced ({where})")
+                _emit("tamper", code=_REPLACED_CODES[name.split(":")[0].split(".")[0]],
+                      what=_MESSAGES["replaced"].format(name=name, where=where))
     _snapshot.update(now)  # report each replacement once
     global _plugins_after_collection
     if _plugins_after_collection is not None:
@@ -143,7 +157,7 @@ def _check_tampering(config, where: str) -> None:
         if added:
             names = [config.pluginmanager.get_name(p) or repr(p) for p in config.pluginmanager.get_plugins()
                      if id(p) in added]
-            _emit("tamper", what=f"pytest plugins registered during the tests ({where}): {names}")
+            _emit("tamper", code=_PLUGINS_CODE, what=_MESSAGES["plugins"].format(where=where, names=names))
         _plugins_after_collection = current
 
 

@@ -1,0 +1,233 @@
+"""The workers executor (the default): one long-lived worker per (project, slot), inside a sandbox
+started once (coderun/runner/harness/coderun_worker.py), through `Sandbox.start_process` and the
+sandbox's `worker_layout`. It has imported pytest already and forks a child per sample; the child runs
+the same node ids through `pytest.main` on a private, pristine copy of the project (written fresh, or put
+back after the previous sample: coderun_folders.Folder), with the limits, scrubbed environment, reporter
+channel, timeout and leftover-process killing of the naive path. The evidence (exit code seen by the
+worker, reporter records read from a pipe, hashes of the copy after the run) goes through the same `grade`.
+
+Why real copies and not hardlinks: a hardlinked copy is only safe when the sample cannot write through
+the links, i.e. the pristine files belong to another user than the sample's. In docker every
+capability is dropped, so the worker cannot switch the child to another user, and the kernel's
+protected_hardlinks keeps a user from linking files it does not own; with local the sample runs as
+coderun's user. Copying a project tree into tmpfs / the page cache takes a few milliseconds, so each
+sample gets a real copy (from the read-only image tree with docker); checking and putting back the one a
+sample used takes less, off the path of the next answer.
+
+Fallback, visibly: when a worker cannot start, dies or stops answering during a sample (a sample may
+kill it: it runs as the same user in docker), that sample is run again on the naive path, the sample's
+log says so, and the pool lists it in `notes`. A worker that could not start is not retried for its
+project.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+import uuid
+import warnings
+from dataclasses import replace
+
+from coderun.errors import SandboxError
+from coderun.records import Evidence
+from coderun.runner.evidence import (
+    SampleRun,
+    build_evidence,
+    install_reporter,
+    read_records,
+    sample_command,
+    write_log,
+)
+from coderun.runner.executors.naive import run_naive
+from coderun.runner.harness import HARNESS_DIR, WORKER_FILES
+from coderun.runner.harness import coderun_protocol as protocol
+from coderun.sandbox import Sandbox, SandboxSpec, create_sandbox
+from coderun.sandbox.base import ExecResult
+from coderun.sandbox.process import SandboxProcess
+
+WORKER_MODULE = "coderun_worker"
+_HELLO_TIMEOUT = 180.0      # importing pytest in a cold container
+_GRACE = 30.0               # past a sample's own limit before the host kills the worker
+_BASE_ENV = {"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
+
+
+class WorkerLost(Exception):
+    """The worker could not start, died, or did not answer in time: the sample goes to the naive path."""
+
+
+class WorkerPool:
+    """Up to `jobs` workers per project, each lent to one sample at a time."""
+
+    name = "workers"
+
+    def __init__(self, backend: str, specs: dict[str, SandboxSpec], jobs: int):
+        self.backend, self.specs, self.jobs = backend, specs, jobs
+        self.notes: list[str] = []
+        self._free: dict[str, list[Worker]] = {p: [] for p in specs}
+        self._all: list[Worker] = []
+        self._broken: dict[str, str] = {}   # project -> why its workers cannot start
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for w in self._all:
+            with contextlib.suppress(Exception):
+                w.close()
+
+    def run(self, project: str, run: SampleRun) -> Evidence:
+        if project in self._broken:
+            return self._fallback(project, run, self._broken[project])
+        worker = self._lend(project)
+        try:
+            if not worker.started:
+                worker.start(run.env)
+            return worker.run(run)
+        except (WorkerLost, SandboxError) as e:
+            if not worker.started or worker.failed_start:
+                self._broken[project] = f"the worker could not start: {e}"
+            worker.close()
+            worker = None
+            return self._fallback(project, run, str(e))
+        finally:
+            if worker is not None:
+                with self._lock:
+                    self._free[project].append(worker)
+
+    def _lend(self, project: str) -> Worker:
+        with self._lock:
+            if self._free[project]:
+                return self._free[project].pop()
+            slot = sum(1 for w in self._all if w.spec.project == project)
+            worker = Worker(self.backend, replace(self.specs[project], slot=slot))
+            self._all.append(worker)
+            return worker
+
+    def _fallback(self, project: str, run: SampleRun, why: str) -> Evidence:
+        note = f"fallback from workers: {why}"
+        with self._lock:
+            self.notes.append(f"{project}: {run.relfile}: ran with the naive executor ({why})")
+        return run_naive(self.backend, self.specs[project], run, note=note)
+
+
+class Worker:
+    """One worker process inside one sandbox (a local folder or a container) of one project."""
+
+    def __init__(self, backend: str, spec: SandboxSpec):
+        self.backend, self.spec = backend, spec
+        self.sandbox: Sandbox | None = None
+        self.channel: _Channel | None = None
+        self.pristine: dict[str, str] = {}
+        self.started = False
+        self.failed_start = False
+        self.env: dict[str, str] = {}
+        self.pid = 0
+
+    def start(self, env: dict[str, str]) -> None:
+        """Start the sandbox (once) and the worker process in it; wait for its hello."""
+        self.env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+        try:
+            if self.sandbox is None:
+                self.sandbox = create_sandbox(self.backend, self.spec)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    self.sandbox.start()
+            harness = install_reporter(self.sandbox)
+            for name in WORKER_FILES:
+                self.sandbox.write_file(f"{harness}/{name}", (HARNESS_DIR / name).read_bytes())
+            self.channel = self._launch(harness)
+            hello = self.channel.receive(time.monotonic() + _HELLO_TIMEOUT)
+        except (WorkerLost, SandboxError):
+            self.failed_start = True
+            raise
+        said = protocol.parse_hello(hello)
+        if said is None:
+            self.failed_start = True
+            raise WorkerLost(f"unexpected first message from the worker: {str(hello)[:200]}")
+        self.pristine, self.pid, self.started = said.pristine, said.pid, True
+
+    def _launch(self, harness: str) -> _Channel:
+        marker = f"CODERUN_WORKER={uuid.uuid4().hex}"
+        cfg = {"source": self.spec.project_dir, "harness": harness, "import_root": self.spec.import_root,
+               "marker": marker, "base_env": {"PATH": self._path(), **_BASE_ENV}}
+        layout = self.sandbox.worker_layout()
+        cfg.update(layout.config())
+        name, value = marker.split("=")
+        env = {**cfg["base_env"], **self.sandbox.with_services(self.env), name: value,
+               "HOME": layout.home, "TMPDIR": layout.home}
+        argv = [self.spec.python, f"{harness}/{WORKER_MODULE}.py", json.dumps(cfg)]
+        return _Channel(self.sandbox.start_process(argv, env=env, marker=marker))
+
+    def _path(self) -> str:
+        return f"{os.path.dirname(self.spec.python)}:/usr/local/bin:/usr/bin:/bin"
+
+    def run(self, run: SampleRun) -> Evidence:
+        token = uuid.uuid4().hex
+        req = protocol.run_request(
+            token, run.relfile, run.new_source, run.nodeids, timeout=run.timeout,
+            per_test_timeout=max(run.per_test_timeout, 0),
+            env=self.sandbox.with_services({k: v for k, v in run.env.items() if k != "PYTHONPATH"}),
+            args=sample_command(self.sandbox.python, run)[3:], output_limit=self.spec.limits.output_limit,
+            template=run.template)
+        self.channel.send(req)
+        msg = self.channel.receive(time.monotonic() + run.timeout + _GRACE)
+        answer = protocol.parse_result(msg, token)
+        if answer is None:
+            raise WorkerLost(f"the worker answered {str(msg)[:300]}")
+        result = ExecResult(returncode=answer.returncode, stdout=answer.stdout, stderr=answer.stderr,
+                            timed_out=answer.timed_out, truncated=answer.truncated, duration=answer.duration)
+        records = read_records(answer.report, token)
+        evidence = build_evidence(run, result, records, self.pristine, answer.after,
+                                  overflowed=answer.report_truncated)
+        timing = " ".join(f"{k} {v:.3f}s" for k, v in answer.timing.items())
+        shared = "; pytest configured once for the task" if answer.template else ""
+        write_log(run, evidence, result, records, note=f"executor: workers (worker pid {self.pid}, "
+                  f"{self.backend} slot {self.spec.slot}; {timing}{shared})")
+        return evidence
+
+    def close(self) -> None:
+        """Stop the worker and remove its sandbox."""
+        if self.channel is not None:
+            self.channel.close()
+            self.channel = None
+        if self.sandbox is not None:
+            with contextlib.suppress(Exception):
+                self.sandbox.close()
+            self.sandbox = None
+        self.started = False
+
+
+class _Channel:
+    """JSON lines to and from a worker over its SandboxProcess; WorkerLost at EOF or at the deadline."""
+
+    def __init__(self, process: SandboxProcess):
+        self.process = process
+
+    def receive(self, deadline: float) -> dict:
+        try:
+            line = self.process.read_line(deadline)
+        except TimeoutError:
+            self.close()
+            raise WorkerLost("the worker did not answer in time; it was killed") from None
+        if line is None:
+            raise WorkerLost(f"the worker ended: {self.process.stderr_tail() or 'no message'}")
+        try:
+            return protocol.decode(line)
+        except ValueError:
+            raise WorkerLost(f"the worker wrote something that is not JSON: {line[:200]!r}") from None
+
+    def send(self, msg: dict) -> None:
+        try:
+            self.process.send(protocol.encode(msg))
+        except OSError as e:
+            raise WorkerLost(f"cannot write to the worker: {e}") from None
+
+    def close(self) -> None:
+        self.process.close()
+
+
+__all__ = ["Worker", "WorkerLost", "WorkerPool"]
