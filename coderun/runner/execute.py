@@ -25,31 +25,9 @@ __all__ = ["SampleRun", "run_sample"]
 # Per sandbox: the pristine tree's file hashes.
 _pristine: weakref.WeakKeyDictionary[Sandbox, dict[str, str]] = weakref.WeakKeyDictionary()
 
-# Run by `python -I` inside the sandbox after the sample's processes are dead: sha256 of every file.
-_HASH_SCRIPT = r"""
-import hashlib, json, os, sys
-root = sys.argv[1]
-out = {}
-for d, dirs, files in os.walk(root):
-    dirs[:] = [x for x in dirs if x not in ("__pycache__", ".git", ".pytest_cache", ".mypy_cache")]
-    for f in files:
-        p = os.path.join(d, f)
-        rel = os.path.relpath(p, root)
-        if f.endswith((".pyc", ".pyo")):
-            continue
-        try:
-            if os.path.islink(p):
-                out[rel] = "link:" + os.readlink(p)
-            else:
-                h = hashlib.sha256()
-                with open(p, "rb") as fh:
-                    for chunk in iter(lambda: fh.read(1 << 20), b""):
-                        h.update(chunk)
-                out[rel] = h.hexdigest()
-        except OSError as e:
-            out[rel] = "unreadable:" + type(e).__name__
-print(json.dumps(out))
-"""
+# Run by `python -I -c` inside the sandbox after the sample's processes are dead: sha256 of every file
+# (the worker's hasher too).
+_HASH_SCRIPT = (Path(__file__).parent / "harness" / "coderun_hashes.py").read_text(encoding="utf-8")
 
 
 def run_sample(sandbox: Sandbox, *, relfile: str, new_source: str, nodeids: list[str], timeout: float,

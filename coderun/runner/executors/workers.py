@@ -2,7 +2,7 @@
 started once (coderun/runner/harness/coderun_worker.py), through `Sandbox.start_process` and the
 sandbox's `worker_layout`. It has imported pytest already and forks a child per sample; the child runs
 the same node ids through `pytest.main` on a private, pristine copy of the project (written fresh, or put
-back after the previous sample: coderun_worker._Folder), with the limits, scrubbed environment, reporter
+back after the previous sample: coderun_folders.Folder), with the limits, scrubbed environment, reporter
 channel, timeout and leftover-process killing of the naive path. The evidence (exit code seen by the
 worker, reporter records read from a pipe, hashes of the copy after the run) goes through the same `grade`.
 
@@ -30,7 +30,6 @@ import time
 import uuid
 import warnings
 from dataclasses import replace
-from pathlib import Path
 
 from coderun.errors import SandboxError
 from coderun.records import Evidence
@@ -43,12 +42,13 @@ from coderun.runner.evidence import (
     write_log,
 )
 from coderun.runner.executors.naive import run_naive
+from coderun.runner.harness import HARNESS_DIR, WORKER_FILES
+from coderun.runner.harness import coderun_protocol as protocol
 from coderun.sandbox import Sandbox, SandboxSpec, create_sandbox
 from coderun.sandbox.base import ExecResult
 from coderun.sandbox.process import SandboxProcess
 
 WORKER_MODULE = "coderun_worker"
-_WORKER_SOURCE = Path(__file__).parents[1] / "harness" / "coderun_worker.py"
 _HELLO_TIMEOUT = 180.0      # importing pytest in a cold container
 _GRACE = 30.0               # past a sample's own limit before the host kills the worker
 _BASE_ENV = {"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1"}
@@ -137,16 +137,18 @@ class Worker:
                     warnings.simplefilter("ignore")
                     self.sandbox.start()
             harness = install_reporter(self.sandbox)
-            self.sandbox.write_file(f"{harness}/{WORKER_MODULE}.py", _WORKER_SOURCE.read_bytes())
+            for name in WORKER_FILES:
+                self.sandbox.write_file(f"{harness}/{name}", (HARNESS_DIR / name).read_bytes())
             self.channel = self._launch(harness)
             hello = self.channel.receive(time.monotonic() + _HELLO_TIMEOUT)
         except (WorkerLost, SandboxError):
             self.failed_start = True
             raise
-        if hello.get("kind") != "hello":
+        said = protocol.parse_hello(hello)
+        if said is None:
             self.failed_start = True
             raise WorkerLost(f"unexpected first message from the worker: {str(hello)[:200]}")
-        self.pristine, self.pid, self.started = hello["pristine"], int(hello["pid"]), True
+        self.pristine, self.pid, self.started = said.pristine, said.pid, True
 
     def _launch(self, harness: str) -> _Channel:
         marker = f"CODERUN_WORKER={uuid.uuid4().hex}"
@@ -165,24 +167,24 @@ class Worker:
 
     def run(self, run: SampleRun) -> Evidence:
         token = uuid.uuid4().hex
-        req = {"kind": "run", "id": token, "token": token, "relfile": run.relfile, "source": run.new_source,
-               "nodeids": list(run.nodeids),
-               "timeout": run.timeout, "per_test_timeout": max(run.per_test_timeout, 0),
-               "env": self.sandbox.with_services({k: v for k, v in run.env.items() if k != "PYTHONPATH"}),
-               "args": sample_command(self.sandbox.python, run)[3:], "output_limit": self.spec.limits.output_limit,
-               "template": run.template}
+        req = protocol.run_request(
+            token, run.relfile, run.new_source, run.nodeids, timeout=run.timeout,
+            per_test_timeout=max(run.per_test_timeout, 0),
+            env=self.sandbox.with_services({k: v for k, v in run.env.items() if k != "PYTHONPATH"}),
+            args=sample_command(self.sandbox.python, run)[3:], output_limit=self.spec.limits.output_limit,
+            template=run.template)
         self.channel.send(req)
-        answer = self.channel.receive(time.monotonic() + run.timeout + _GRACE)
-        if answer.get("kind") != "result" or answer.get("id") != token:
-            raise WorkerLost(f"the worker answered {str(answer)[:300]}")
-        result = ExecResult(returncode=int(answer["returncode"]), stdout=answer["stdout"], stderr=answer["stderr"],
-                            timed_out=bool(answer["timed_out"]), truncated=bool(answer["truncated"]),
-                            duration=float(answer["duration"]))
-        records = read_records(answer["report"], token)
-        evidence = build_evidence(run, result, records, self.pristine, answer["after"],
-                                  overflowed=bool(answer.get("report_truncated")))
-        timing = " ".join(f"{k} {v:.3f}s" for k, v in (answer.get("timing") or {}).items())
-        shared = "; pytest configured once for the task" if answer.get("template") else ""
+        msg = self.channel.receive(time.monotonic() + run.timeout + _GRACE)
+        answer = protocol.parse_result(msg, token)
+        if answer is None:
+            raise WorkerLost(f"the worker answered {str(msg)[:300]}")
+        result = ExecResult(returncode=answer.returncode, stdout=answer.stdout, stderr=answer.stderr,
+                            timed_out=answer.timed_out, truncated=answer.truncated, duration=answer.duration)
+        records = read_records(answer.report, token)
+        evidence = build_evidence(run, result, records, self.pristine, answer.after,
+                                  overflowed=answer.report_truncated)
+        timing = " ".join(f"{k} {v:.3f}s" for k, v in answer.timing.items())
+        shared = "; pytest configured once for the task" if answer.template else ""
         write_log(run, evidence, result, records, note=f"executor: workers (worker pid {self.pid}, "
                   f"{self.backend} slot {self.spec.slot}; {timing}{shared})")
         return evidence
@@ -214,13 +216,13 @@ class _Channel:
         if line is None:
             raise WorkerLost(f"the worker ended: {self.process.stderr_tail() or 'no message'}")
         try:
-            return json.loads(line)
+            return protocol.decode(line)
         except ValueError:
             raise WorkerLost(f"the worker wrote something that is not JSON: {line[:200]!r}") from None
 
     def send(self, msg: dict) -> None:
         try:
-            self.process.send((json.dumps(msg) + "\n").encode("utf-8"))
+            self.process.send(protocol.encode(msg))
         except OSError as e:
             raise WorkerLost(f"cannot write to the worker: {e}") from None
 

@@ -1,9 +1,11 @@
-"""Pieces of the worker (coderun/runner/harness/coderun_worker.py) and the eval scheduler that the end-to-end
+"""Pieces of the worker (coderun/runner/harness/coderun_*.py) and the eval scheduler that the end-to-end
 worker tests cannot single out: the in-memory copy of the pristine tree, which kept bytecode a sample's
-copy leaves out, and the order in which slots take units."""
+copy leaves out, the hasher both executors use, the messages both sides read, the files shipped, and
+the order in which slots take units."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import signal
@@ -14,7 +16,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from coderun.evaluation.evaluate import _next_unit
-from coderun.runner.harness import coderun_worker as ws
+from coderun.runner.harness import HARNESS_DIR
+
+sys.path.insert(0, str(HARNESS_DIR))  # as in the sandbox: the files import each other as top-level modules
+child, children, folders, hashing, statements = (
+    importlib.import_module(f"coderun_{name}") for name in ("child", "children", "folders", "hashes", "statements"))
 
 
 def _tree(root: Path) -> dict[str, tuple]:
@@ -49,7 +55,7 @@ def test_snapshot_copy_equals_copytree(tmp_path):
     os.utime(src / "pkg" / "mod.py", ns=(1_000_000_000_000_000_000, 1_000_000_000_123_456_789))
     os.utime(src / "pkg", ns=(1_500_000_000_000_000_000, 1_500_000_000_000_000_000))
 
-    snap = ws._Snapshot.take(str(src))
+    snap = folders.Snapshot.take(str(src))
     assert snap is not None
     snap.write(str(tmp_path / "ours"))
     shutil.copytree(src, tmp_path / "theirs", symlinks=True, ignore=shutil.ignore_patterns(".git"))
@@ -60,14 +66,14 @@ def test_snapshot_copy_equals_copytree(tmp_path):
 
 def test_snapshot_gives_up_on_a_tree_over_its_limit(tmp_path, monkeypatch):
     (tmp_path / "big.bin").write_bytes(b"x" * 2000)
-    monkeypatch.setattr(ws._Snapshot, "LIMIT", 1000)
-    assert ws._Snapshot.take(str(tmp_path)) is None
+    monkeypatch.setattr(folders.Snapshot, "LIMIT", 1000)
+    assert folders.Snapshot.take(str(tmp_path)) is None
 
 
 def test_kept_bytecode_maps_to_its_source():
-    assert ws._pyc_source("pkg/__pycache__/mod.cpython-39.pyc") == "pkg/mod.py"
-    assert ws._pyc_source("tests/__pycache__/test_x.cpython-39-pytest-8.4.2.pyc") == "tests/test_x.py"
-    assert ws._pyc_source("__pycache__/conftest.cpython-311.pyc") == "conftest.py"
+    assert folders.pyc_source("pkg/__pycache__/mod.cpython-39.pyc") == "pkg/mod.py"
+    assert folders.pyc_source("tests/__pycache__/test_x.cpython-39-pytest-8.4.2.pyc") == "tests/test_x.py"
+    assert folders.pyc_source("__pycache__/conftest.cpython-311.pyc") == "conftest.py"
 
 
 def test_kept_bytecode_of_the_spliced_file_is_left_out(tmp_path):
@@ -75,17 +81,18 @@ def test_kept_bytecode_of_the_spliced_file_is_left_out(tmp_path):
     (src / "pkg").mkdir(parents=True)
     (src / "pkg" / "mod.py").write_text("x = 1\n")
     (src / "pkg" / "other.py").write_text("y = 2\n")
-    worker = SimpleNamespace(source=str(src), snapshot=ws._Snapshot.take(str(src)), bytecode={
-        "pkg/__pycache__/mod.cpython-39.pyc": b"stale", "pkg/__pycache__/other.cpython-39.pyc": b"kept"})
-    ws.Worker.copy_pristine(worker, str(tmp_path / "copy"))
+    worker = folders.SampleFolders(str(src), str(tmp_path / "scratch"))
+    worker.snapshot = folders.Snapshot.take(str(src))
+    worker.bytecode = {"pkg/__pycache__/mod.cpython-39.pyc": b"stale", "pkg/__pycache__/other.cpython-39.pyc": b"kept"}
+    worker.copy_pristine(str(tmp_path / "copy"))
     cache = tmp_path / "copy" / "pkg" / "__pycache__"
     assert sorted(p.name for p in cache.iterdir()) == ["mod.cpython-39.pyc", "other.cpython-39.pyc"]
-    ws.Worker.write_sample(worker, str(tmp_path / "copy"), "pkg/mod.py", "x = 3\n")
+    worker.write_sample(str(tmp_path / "copy"), "pkg/mod.py", "x = 3\n")
     assert sorted(p.name for p in cache.iterdir()) == ["other.cpython-39.pyc"]
     assert (tmp_path / "copy" / "pkg" / "mod.py").read_text() == "x = 3\n"
 
 
-def _sample_folder(tmp_path: Path) -> tuple[ws._Snapshot, dict, Path, ws._Folder]:
+def _sample_folder(tmp_path: Path) -> tuple[folders.Snapshot, dict, Path, folders.Folder]:
     """A pristine tree, its snapshot and kept bytecode, written into a sample folder with its record."""
     src = tmp_path / "src"
     (src / "pkg" / "sub").mkdir(parents=True)
@@ -98,21 +105,22 @@ def _sample_folder(tmp_path: Path) -> tuple[ws._Snapshot, dict, Path, ws._Folder
     (src / "run.sh").chmod(0o755)
     (src / "link").symlink_to("pkg/mod.py")
     os.utime(src / "pkg", ns=(1_500_000_000_000_000_000, 1_500_000_000_000_000_000))
-    snap = ws._Snapshot.take(str(src))
+    snap = folders.Snapshot.take(str(src))
     bytecode = {"pkg/__pycache__/__init__.cpython-39.pyc": b"kept bytecode"}
-    worker = SimpleNamespace(source=str(src), snapshot=snap, bytecode=bytecode)
+    worker = folders.SampleFolders(str(src), str(tmp_path))
+    worker.snapshot, worker.bytecode = snap, bytecode
     base = tmp_path / "s"
     for d in (base, base / "home", base / "tmp"):
         d.mkdir()
-    ws.Worker.copy_pristine(worker, str(base / "project"))
+    worker.copy_pristine(str(base / "project"))
     files = {f"project/{rel}": data for rel, data, *_ in snap.files}
     files.update((f"project/{rel}", data) for rel, data in bytecode.items())
     links = {f"project/{rel}": target for rel, target in snap.links}
-    return snap, bytecode, base, ws._Folder(str(base), files, links)
+    return snap, bytecode, base, folders.Folder(str(base), files, links)
 
 
-def _known(snap: ws._Snapshot, src: Path) -> dict:
-    pristine = ws._hashes(str(src))
+def _known(snap: folders.Snapshot, src: Path) -> dict:
+    pristine = hashing.hashes(str(src))
     return {rel: (data, pristine[rel]) for rel, data, *_ in snap.files}
 
 
@@ -135,18 +143,18 @@ def test_a_damaged_sample_folder_is_put_back_as_a_fresh_copy_would_be(tmp_path):
     (project / "new_dir" / "conftest.py").write_text("boom")
     (base / "tmp" / "left.txt").write_text("left behind")
     (project / "tests").chmod(0o555)
-    after = ws._hashes(str(project), _known(snap, tmp_path / "src"))
+    after = hashing.hashes(str(project), _known(snap, tmp_path / "src"))
 
     assert folder.restore(after, _known(snap, tmp_path / "src"))
     assert _tree(base) == fresh
     assert all(p.lstat().st_nlink == 1 for p in base.rglob("*") if p.is_file() and not p.is_symlink())
-    assert folder.damage(ws._hashes(str(project)), _known(snap, tmp_path / "src")) == ([], [])
+    assert folder.damage(hashing.hashes(str(project)), _known(snap, tmp_path / "src")) == ([], [])
 
 
 def test_an_untouched_sample_folder_needs_nothing_and_a_replaced_one_is_given_up(tmp_path):
     snap, _, base, folder = _sample_folder(tmp_path)
     known = _known(snap, tmp_path / "src")
-    assert folder.damage(ws._hashes(str(base / "project"), known), known) == ([], [])
+    assert folder.damage(hashing.hashes(str(base / "project"), known), known) == ([], [])
     shutil.rmtree(base)
     base.write_text("not a folder")
     assert not folder.restore({}, known)
@@ -191,10 +199,10 @@ def _keep_pytest_functions(monkeypatch):
 
 def test_kept_statement_ranges_are_pytests_own(monkeypatch):
     source = _keep_pytest_functions(monkeypatch)
-    here = Path(ws.__file__).parent.parent
-    texts = [(here / "grade.py").read_text(), (here / "taxonomy.py").read_text(), ws._PROBE, "def f(:\n    pass\n"]
+    here = Path(statements.__file__).parent.parent
+    texts = [(here / "grade.py").read_text(), (here / "taxonomy.py").read_text(), statements._PROBE, "def f(:\n    pass\n"]
     before = [_ranges(source, t) for t in texts]
-    stats = ws._Statements()
+    stats = statements.Statements()
     assert stats.install()
     for t in texts[:2]:
         stats.tree("\n".join(line.rstrip() for line in t.splitlines()))  # known before pytest asks
@@ -206,7 +214,7 @@ def test_statement_ranges_are_not_replaced_when_pytest_disagrees(monkeypatch):
     source = _keep_pytest_functions(monkeypatch)
     monkeypatch.setattr(source, "get_statement_startend2", lambda lineno, node: (lineno, None))
     original = source.getstatementrange_ast
-    assert not ws._Statements().install()
+    assert not statements.Statements().install()
     assert source.getstatementrange_ast is original
 
 
@@ -220,7 +228,7 @@ def test_frames_are_learned_from_the_pristine_tree_and_installed_modules_only(tm
     (elsewhere / "made.py").write_text("z = 3\n")
     output = (f"pkg/mod.py:1: in f\n{installed}/lib.py:1: in g\n{elsewhere}/made.py:1: in h\n"
               f"../../tmp/made.py:1: in h\nE   AssertionError\n")
-    stats = ws._Statements()
+    stats = statements.Statements()
     stats.learn(output, str(project), str(pristine), (str(installed) + os.sep,))
     assert stats.tried == {str(pristine / "pkg" / "mod.py"), str(installed / "lib.py")}
     assert len(stats.stand_ins) == 2
@@ -237,10 +245,10 @@ def _forked(then_exit: bool) -> tuple[int, str]:
     if pid == 0:
         os.close(end_r)
         if then_exit:
-            ws._Exit.fd = end_w
-            ws._Exit.leave(7)
+            child.Exit.fd = end_w
+            child.Exit.leave(7)
         os.write(end_w, b"7")
-        ws._close_fds_except(low=0)
+        child.close_fds_except(low=0)
         while True:
             os.pause()
     os.close(end_w)
@@ -253,7 +261,7 @@ def _forked(then_exit: bool) -> tuple[int, str]:
 
 def test_an_exiting_child_is_taken_at_its_word_and_reaped_later():
     pid, said = _forked(then_exit=True)
-    assert ws._exit_note(pid, said) == 7
+    assert children.exit_note(pid, said) == 7
     assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 7
 
 
@@ -261,7 +269,7 @@ def test_a_child_that_says_it_exits_but_runs_on_is_waited_for():
     pid, said = _forked(then_exit=False)
     try:
         assert said == "7"
-        assert ws._exit_note(pid, said) is None
+        assert children.exit_note(pid, said) is None
     finally:
         os.kill(pid, 9)
         os.waitpid(pid, 0)
@@ -274,4 +282,133 @@ def test_exit_codes_are_read_without_waitstatus_to_exitcode_missing_before_3_9()
                             -signal.SIGKILL]):
         proc = subprocess.Popen(argv)
         _, status = os.waitpid(proc.pid, 0)
-        assert ws._status_code(status) == expected
+        assert children.status_code(status) == expected
+
+
+# -- one hasher, one set of messages, every file shipped --------------------------------------------
+
+# What the naive path ran before the hasher was shared (coderun.runner.execute._HASH_SCRIPT, an os.walk):
+# the rules the shared hasher must keep.
+_OS_WALK_HASHER = r"""
+import hashlib, json, os, sys
+root = sys.argv[1]
+out = {}
+for d, dirs, files in os.walk(root):
+    dirs[:] = [x for x in dirs if x not in ("__pycache__", ".git", ".pytest_cache", ".mypy_cache")]
+    for f in files:
+        p = os.path.join(d, f)
+        rel = os.path.relpath(p, root)
+        if f.endswith((".pyc", ".pyo")):
+            continue
+        try:
+            if os.path.islink(p):
+                out[rel] = "link:" + os.readlink(p)
+            else:
+                h = hashlib.sha256()
+                with open(p, "rb") as fh:
+                    for chunk in iter(lambda: fh.read(1 << 20), b""):
+                        h.update(chunk)
+                out[rel] = h.hexdigest()
+        except OSError as e:
+            out[rel] = "unreadable:" + type(e).__name__
+print(json.dumps(out))
+"""
+
+
+def _awkward_tree(root: Path) -> None:
+    for d in ("pkg/sub", "pkg/__pycache__", ".git", "node.pyc", "real", ".mypy_cache/x"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    (root / "pkg" / "mod.py").write_text("x = 1\n")
+    (root / "pkg" / "sub" / "big.bin").write_bytes(bytes(range(256)) * 9000)  # more than one chunk
+    (root / "pkg" / "__pycache__" / "mod.cpython-39.pyc").write_bytes(b"pyc")
+    (root / "pkg" / "stale.pyc").write_bytes(b"pyc")
+    (root / "pkg" / "opt.pyo").write_bytes(b"pyo")
+    (root / ".git" / "HEAD").write_text("ref")
+    (root / ".mypy_cache" / "x" / "y").write_text("cache")
+    (root / "node.pyc" / "inside.py").write_text("a folder named like bytecode is walked")
+    (root / "real" / "f.txt").write_text("through a link to a folder: never")
+    (root / "empty").write_bytes(b"")
+    (root / "to_file").symlink_to("pkg/mod.py")
+    (root / "to_dir").symlink_to("real")
+    (root / "dangling").symlink_to("nowhere")
+    (root / "dangling.pyc").symlink_to("nowhere")
+    (root / "read_only.txt").write_text("read only")
+    (root / "read_only.txt").chmod(0o444)
+
+
+def test_the_shared_hasher_gives_what_the_naive_paths_os_walk_gave(tmp_path):
+    """One hasher for both executors: its output must be the old naive script's, run the way each uses it."""
+    import json
+
+    _awkward_tree(tmp_path / "t")
+    root = str(tmp_path / "t")
+    old = json.loads(subprocess.run([sys.executable, "-I", "-c", _OS_WALK_HASHER, root], check=True,
+                                    capture_output=True, text=True).stdout)
+    from coderun.runner.execute import _HASH_SCRIPT
+
+    naive = json.loads(subprocess.run([sys.executable, "-I", "-c", _HASH_SCRIPT, root], check=True,
+                                      capture_output=True, text=True).stdout)
+    assert naive == old == hashing.hashes(root)
+    assert "to_dir" not in old and "node.pyc/inside.py" in old and old["dangling"] == "link:nowhere"
+    known = {"pkg/mod.py": (b"x = 1\n", "the known hash"), "empty": (b"other", "not this one")}
+    cached = hashing.hashes(root, known)
+    assert cached == {**old, "pkg/mod.py": "the known hash"}
+
+
+def test_an_entry_whose_type_cannot_be_read_is_hashed_as_os_walk_did(tmp_path, monkeypatch):
+    """os.walk takes an entry whose is_dir() fails for a file (a link into a folder it may not enter
+    gives "link:..."): the worker once called it "unreadable", unlike the naive path."""
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "into_locked").symlink_to("/locked/file")
+
+    class Entry:
+        def __init__(self, entry):
+            self._entry, self.name, self.path = entry, entry.name, entry.path
+
+        def is_dir(self):
+            raise PermissionError(13, "Permission denied")
+
+        def is_symlink(self):
+            return self._entry.is_symlink()
+
+    real_scandir = os.scandir
+    monkeypatch.setattr(hashing.os, "scandir", lambda p: [Entry(e) for e in real_scandir(p)])
+    assert hashing.hashes(str(tmp_path / "t")) == {"into_locked": "link:/locked/file"}
+
+
+def test_every_module_the_worker_imports_is_shipped():
+    """The host writes WORKER_FILES into the sandbox; a sibling import missing there breaks every worker."""
+    import ast
+
+    from coderun.runner.harness import WORKER_FILES
+
+    on_disk = {p.name for p in HARNESS_DIR.glob("coderun_*.py")} - {"coderun_reporter.py"}
+    assert set(WORKER_FILES) == on_disk
+    for name in WORKER_FILES:
+        tree = ast.parse((HARNESS_DIR / name).read_text())
+        for node in ast.walk(tree):
+            modules = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                       else [node.module] if isinstance(node, ast.ImportFrom) and node.module else [])
+            for module in modules:
+                assert not module.startswith("coderun.") and module != "coderun", f"{name} imports {module}"
+                if module.startswith("coderun_"):
+                    assert f"{module}.py" in WORKER_FILES or module == "coderun_reporter", f"{name}: {module}"
+
+
+def test_the_host_reads_what_the_worker_writes():
+    from coderun.runner.harness import coderun_protocol as protocol
+
+    req = protocol.decode(protocol.encode(protocol.run_request(
+        "tok", "pkg/mod.py", "x = 1\n", ("tests/test_a.py::test_x",), timeout=5.0, per_test_timeout=2,
+        env={"A": "é"}, args=["-q"], output_limit=100, template=False)))
+    assert (req["kind"], req["id"], req["token"], req["nodeids"], req["env"]) == (
+        protocol.RUN, "tok", "tok", ["tests/test_a.py::test_x"], {"A": "é"})
+    answer = protocol.result(req["id"], returncode=1, timed_out=False, duration=0.5, stdout="out", stderr="",
+                             truncated=False, report='{"kind": "test"}\n', report_truncated=False)
+    protocol.finish_result(answer, {"pkg/mod.py": "h"}, {"child": 0.4}, template=True)
+    parsed = protocol.parse_result(protocol.decode(protocol.encode(answer)), "tok")
+    assert parsed is not None and (parsed.returncode, parsed.after, parsed.template) == (1, {"pkg/mod.py": "h"}, True)
+    assert protocol.parse_result(answer, "another request") is None
+    assert protocol.parse_result(protocol.error("tok", "boom"), "tok") is None
+    assert protocol.parse_hello(protocol.hello("8.0", {"a": "h"})).pristine == {"a": "h"}
+    assert protocol.parse_hello({"ready": True}) is None

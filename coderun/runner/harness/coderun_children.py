@@ -1,0 +1,235 @@
+"""The worker's side of a child (coderun_child): fork it with its pipes, read them until they close, kill
+it at the deadline, then kill every process it left and clean what it left in shared folders. The pids
+cgroup a child runs in when the local backend runs as root is made and removed here too.
+Standalone (stdlib only, Python 3.7): imported by the worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import time
+from typing import TYPE_CHECKING
+
+import coderun_protocol as protocol
+from coderun_child import Exit, resume_child, run_child
+from coderun_folders import rmtree, unlink
+
+if TYPE_CHECKING:
+    from coderun_worker import SampleServer
+
+_REPORT_LIMIT = 64 << 20
+_PF_EXITING = 0x4  # include/linux/sched.h: the task is exiting
+
+
+def fork_and_wait(w: SampleServer, req: dict, base: str, project: str) -> dict:
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    rep_r, rep_w = os.pipe()
+    end_r, end_w = os.pipe()
+    started = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        for fd in (out_r, err_r, rep_r, end_r):
+            os.close(fd)
+        Exit.fd = end_w
+        if w.paused:
+            resume_child(w, req, base, project, out_w, err_w, rep_w)  # raises Resume
+        run_child(w, req, base, project, out_w, err_w, rep_w)  # never returns
+    for fd in (out_w, err_w, rep_w, end_w):
+        os.close(fd)
+    limit = int(req.get("output_limit") or (1 << 20))
+    bufs = {out_r: Capped(limit), err_r: Capped(limit), rep_r: Capped(_REPORT_LIMIT), end_r: Capped(16)}
+    code, timed_out = collect(w, pid, bufs, started + float(req["timeout"]), req, end_r)
+    return protocol.result(req["id"], returncode=code, timed_out=timed_out, duration=time.monotonic() - started,
+                           stdout=bufs[out_r].text(), stderr=bufs[err_r].text(),
+                           truncated=bufs[out_r].truncated or bufs[err_r].truncated,
+                           report=bufs[rep_r].text(), report_truncated=bufs[rep_r].truncated)
+
+
+def collect(w: SampleServer, pid: int, bufs: dict, deadline: float, req: dict, end_r: int) -> tuple[int, bool]:
+    """Read the child's pipes until EOF; kill it at the deadline, and its leftovers once it exited.
+    Returns the child's exit code (-9 when killed) and whether it ran out of time."""
+    status, timed_out, swept = None, False, False
+    open_fds = set(bufs)
+    while open_fds:
+        if status is None:
+            done, st = os.waitpid(pid, os.WNOHANG)
+            if done:
+                status = st
+        now = time.monotonic()
+        if not swept and (status is not None or now >= deadline):
+            timed_out = status is None
+            sweep(w, pid, req)
+            swept = True
+        wait = 0.1 if swept else max(0.0, min(deadline - now, 0.05))
+        ready, _, _ = select.select(list(open_fds), [], [], wait)
+        for fd in ready:
+            chunk = os.read(fd, 65536)
+            if chunk:
+                bufs[fd].feed(chunk)
+            else:
+                open_fds.discard(fd)
+                os.close(fd)
+    code = exit_note(pid, bufs[end_r].text()) if status is None else None
+    if code is not None:  # reaped in SampleServer.finish(), after the answer
+        req["reap"] = pid
+    elif status is None:
+        _, status = os.waitpid(pid, 0)
+    sweep(w, pid, req)
+    if code is None:
+        code = status_code(status) if status is not None else -9
+    return code, timed_out
+
+
+def sweep(w: SampleServer, pid: int, req: dict) -> None:
+    """SIGKILL the child's group and every process it left (see coderun_worker's docstring), then wait
+    (up to 3 s) until they are reaped too: a zombie still counts against the sandbox's process
+    limit, and the next sample could not start a thread."""
+    with contextlib.suppress(OSError):
+        os.killpg(pid, signal.SIGKILL)
+    needles = (w.marker.encode(), f"CODERUN_SAMPLE={req['token']}".encode())
+    skip = {os.getpid(), req.get("reap"), *w.spare}
+    for _ in range(150):
+        found = [(p, belongs(w, p, pid, needles)) for p in processes() if p not in skip]
+        victims = [p for p, state in found if state == "alive"] + _cgroup_pids(req.get("cgroup"))
+        if not victims and "zombie" not in {state for _, state in found}:
+            break
+        for p in victims:
+            with contextlib.suppress(OSError):
+                os.kill(p, signal.SIGKILL)
+        time.sleep(0.02)
+
+
+def processes() -> list[int]:
+    return [int(e) for e in os.listdir("/proc") if e.isdigit()]
+
+
+def belongs(w: SampleServer, p: int, sid: int, needles: tuple[bytes, ...]) -> str | None:
+    """"alive" or "zombie" for a process the sample left, else None."""
+    try:
+        with open(f"/proc/{p}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        state = "zombie" if fields[0] in (b"Z", b"X") else "alive"
+        if int(fields[3]) == sid:
+            return state
+        if w.cfg.get("kill_uid") and os.stat(f"/proc/{p}").st_uid == os.getuid():
+            return state
+        if state == "zombie":  # its environment can no longer be read
+            return None
+        with open(f"/proc/{p}/environ", "rb") as f:
+            env = f.read().split(b"\0")
+        return state if any(n in env for n in needles) else None
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def clean_shared(w: SampleServer) -> None:
+    """Remove what a child left in shared temporary folders (docker: /tmp, /dev/shm, /scratch)."""
+    keep = set(w.cfg.get("keep") or ()) | {w.scratch}
+    for top in w.cfg.get("clean") or ():
+        with contextlib.suppress(OSError):
+            for name in os.listdir(top):
+                p = os.path.join(top, name)
+                if p not in keep:
+                    rmtree(p) if os.path.isdir(p) and not os.path.islink(p) else unlink(p)
+
+
+def new_cgroup(w: SampleServer, token: str) -> str | None:
+    """A pids cgroup for the child (local backend as root): a process limit and a complete kill list."""
+    root = w.cfg.get("cgroup_root")
+    if not root:
+        return None
+    path = os.path.join(root, f"coderun-w-{token[:16]}")
+    os.mkdir(path)
+    with open(os.path.join(path, "pids.max"), "w") as f:
+        f.write(str(w.cfg.get("pids") or 256))
+    return path
+
+
+def remove_cgroup(path: str | None) -> None:
+    for _ in range(100) if path else ():
+        for p in _cgroup_pids(path):
+            with contextlib.suppress(OSError):
+                os.kill(p, signal.SIGKILL)
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.02)
+
+
+def _cgroup_pids(path: str | None) -> list[int]:
+    if not path:
+        return []
+    try:
+        with open(os.path.join(path, "cgroup.procs")) as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def exit_note(pid: int, said: str) -> int | None:
+    """The exit code the child wrote, when it is certain to be on its way out: the kernel has marked
+    every thread of it as exiting (PF_EXITING), so no code of the sample runs any more. A sample could
+    write a code there itself, but no other than one it could exit with; one that then goes on running
+    is not exiting, and is waited for (and killed at the deadline) as before. None: wait for it."""
+    if not said.isdigit():
+        return None
+    for _ in range(3):  # the exit itself follows the last close by microseconds
+        if _exiting(pid):
+            return int(said) & 0xFF
+        time.sleep(0.0005)
+    return None
+
+
+def _exiting(pid: int) -> bool:
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+        for tid in tasks:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            if fields[0] not in (b"Z", b"X") and not int(fields[6]) & _PF_EXITING:
+                return False
+    except (OSError, IndexError, ValueError):
+        return False
+    return bool(tasks)
+
+
+def status_code(status: int) -> int:
+    """os.waitstatus_to_exitcode, which the worker cannot use: it runs in the project's Python, 3.7 and 3.8 too."""
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
+class Capped:
+    """Head and rolling tail of a stream, at most `limit` bytes kept."""
+
+    def __init__(self, limit: int):
+        self.half, self.head, self.tail, self.total = max(limit // 2, 1), bytearray(), bytearray(), 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            if len(self.tail) > self.half:
+                del self.tail[: len(self.tail) - self.half]
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > len(self.head) + len(self.tail)
+
+    def text(self) -> str:
+        head, tail = bytes(self.head).decode("utf-8", "replace"), bytes(self.tail).decode("utf-8", "replace")
+        if not self.truncated:
+            return (bytes(self.head) + bytes(self.tail)).decode("utf-8", "replace")
+        return f"{head}\n... [{self.total - len(self.head) - len(self.tail)} bytes cut by coderun] ...\n{tail}"
+
+
