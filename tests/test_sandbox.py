@@ -109,6 +109,15 @@ def test_write_and_read_file_roundtrip(sandbox, work):
         sandbox.read_file(f"{work}/missing.txt")
 
 
+def test_write_files_writes_small_and_large_files_alike(sandbox, work):
+    # 30 files of ~50 kB: more than one batch of the docker backend
+    files = {f"{work}/many/f{i}.py": f"X = {i:02}\n".encode() * 6000 for i in range(30)}
+    files[f"{work}/many/big.bin"] = os.urandom(150_000)  # over one exec's chunk: written on its own
+    files[f"{work}/other/empty"] = b""
+    sandbox.write_files(files)
+    assert all(sandbox.read_file(path) == data for path, data in files.items())
+
+
 def test_read_file_does_not_follow_links_a_sample_planted(sandbox, work):
     run_py(sandbox, work, "import os; os.symlink('/dev/zero', 'report.jsonl')")
     with pytest.raises(FileNotFoundError):

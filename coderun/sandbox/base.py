@@ -107,6 +107,11 @@ class Sandbox(ABC):
     def write_file(self, path: str, data: bytes) -> None:
         """Create or replace a file inside the sandbox (parent directories are created)."""
 
+    def write_files(self, files: dict[str, bytes]) -> None:
+        """`write_file` for several files; a backend where each write is a round trip does them in few."""
+        for path, data in files.items():
+            self.write_file(path, data)
+
     @abstractmethod
     def new_workdir(self) -> str:
         """A fresh, private copy of the pristine project tree; returns its path in the sandbox."""

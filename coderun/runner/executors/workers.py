@@ -137,8 +137,7 @@ class Worker:
                     warnings.simplefilter("ignore")
                     self.sandbox.start()
             harness = install_reporter(self.sandbox)
-            for name in WORKER_FILES:
-                self.sandbox.write_file(f"{harness}/{name}", (HARNESS_DIR / name).read_bytes())
+            self.sandbox.write_files({f"{harness}/{name}": (HARNESS_DIR / name).read_bytes() for name in WORKER_FILES})
             self.channel = self._launch(harness)
             hello = self.channel.receive(time.monotonic() + _HELLO_TIMEOUT)
         except (WorkerLost, SandboxError):
