@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from typer.core import TyperGroup
 
+from coderun.choices import Backend
 from coderun.config import Settings, load_settings
 from coderun.errors import CoderunError, EnvironmentBuildError
 
@@ -35,6 +36,12 @@ class CoderunGroup(TyperGroup):
         except CoderunError as e:
             print_error(e)
             raise typer.Exit(e.exit_code) from None  # typer vendors click: only its Exit is caught
+
+
+def warn_if_unisolated(backend: Backend) -> None:
+    if not backend.isolated:
+        err_console.print(f"[yellow]{backend} backend: samples run as your user, without isolation; use it for "
+                          "trusted code or inside a disposable machine (see README, threat model)[/]")
 
 
 def print_error(e: CoderunError, prefix: str = "") -> None:

@@ -10,7 +10,15 @@ import typer
 from rich.console import Console
 
 from coderun.choices import Backend
-from coderun.cli._common import JsonOption, ProjectsDirOption, console, err_console, print_json, settings
+from coderun.cli._common import (
+    JsonOption,
+    ProjectsDirOption,
+    console,
+    err_console,
+    print_json,
+    settings,
+    warn_if_unisolated,
+)
 from coderun.errors import UsageError
 from coderun.generate import Endpoint, GenerationConfig, RetryPolicy, get_provider
 from coderun.records import Level
@@ -80,8 +88,7 @@ def ablate(
         backend=chosen or default_backend(), jobs=max(1, jobs), ks=tuple(parse_ks(k)), under_k=under_k)
     resuming = check_plan(req.out_dir, req.plan())
     err_console.print(f"ablation folder: {req.out_dir}" + (" (resuming)" if resuming else ""))
-    if req.backend is Backend.LOCAL:
-        err_console.print("[yellow]local backend: samples run as your user, without isolation[/]")
+    warn_if_unisolated(req.backend)
     _print_outcomes(*run_ablation(req, s, err_console), req.out_dir, as_json)
 
 

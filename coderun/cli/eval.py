@@ -9,7 +9,6 @@ from pathlib import Path
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from coderun.choices import Backend
 from coderun.cli._common import (
     JsonOption,
     ProjectsDirOption,
@@ -20,6 +19,7 @@ from coderun.cli._common import (
     print_json,
     print_table,
     project_selection,
+    warn_if_unisolated,
 )
 from coderun.config import Settings
 from coderun.errors import EnvironmentBuildError
@@ -72,9 +72,7 @@ def eval_command(
             samples=samples, ground_truth=ground_truth, blank=blank, projects=tuple(project or ()),
             level=Level.parse(level) if level else None, backend=backend or default_backend(), jobs=jobs,
             include_weak=include_weak, run_dir=run_dir, label=label, executor=executor))
-    if store.info().eval_config().backend is Backend.LOCAL:
-        err_console.print("[yellow]local backend: samples run as your user, without isolation; use it for "
-                          "trusted code or inside a disposable machine (see README, threat model)[/]")
+    warn_if_unisolated(store.info().eval_config().backend)
     summary = _execute(store, s, jobs if resume else None)
     for note in summary.problems:  # samples that fell back from the workers executor to the naive one
         err_console.print(note, style="yellow", soft_wrap=True, markup=False, highlight=False)
