@@ -101,6 +101,15 @@ def test_identifiers_of_code_that_does_not_tokenize():
     assert "Path" in ids and "Other" not in ids
 
 
+@pytest.mark.timeout(60)
+def test_identifiers_of_an_unclosed_string_full_of_escapes_come_back():
+    """A CodeGen sample (pysolbase extostr #8) ends inside print("\\t\\t...: the string regex once backtracked
+    exponentially on it and `coderun eval` never finished its report."""
+    code = 'def f(x):\n    y = "a\\tb"\n    print("' + "\\t" * 400 + '")\n    print("' + "\\t" * 300 + "\n"
+    ids = code_identifiers(code)
+    assert {"f", "x", "y", "print"} <= ids and "a" not in ids
+
+
 def test_acc_at_k_is_token_recall_with_the_unbiased_estimator():
     ctx = ContextSet(classes=["Path"], apis=["os.path.join", "self._get"], vars=["DEFAULT"])
     samples = ["def f(x):\n    return Path(x)\n",

@@ -173,7 +173,9 @@ def _chains_from_tokens(code: str) -> list[str] | None:
 
 def _strip_strings(code: str) -> str:
     code = re.sub(r'("""|\'\'\')(?:.|\n)*?\1', " ", code)
-    code = re.sub(r"(\"|')(?:\\.|(?!\1).)*\1", " ", code)
+    # The two branches cannot match the same text (the second takes no backslash): with overlapping ones, an
+    # unclosed string full of escapes (a truncated sample's "\t\t\t...) backtracks exponentially.
+    code = re.sub(r"(\"|')(?:\\.|(?!\1)[^\\\n])*\1", " ", code)
     return re.sub(r"#[^\n]*", " ", code)
 
 
