@@ -217,7 +217,7 @@ class FindingKind(str, Enum):
     # from the reporter's records, judged by the host
     PLUGIN_REGISTERED_AT_COLLECTION = "plugin_registered_at_collection"
     REPORTER_CHANNEL_OVERFLOW = "reporter_channel_overflow"
-    # written by the reporter inside the sandbox (runner/harness/coderun_reporter.py)
+    # written by the reporter inside the sandbox (harness/coderun_reporter.py)
     PYTEST_REPLACED = "pytest_replaced"
     UNITTEST_REPLACED = "unittest_replaced"
     REPORTER_REPLACED = "reporter_replaced"

@@ -1,4 +1,4 @@
-"""Pieces of the worker (coderun/runner/harness/coderun_*.py) and the eval scheduler that the end-to-end
+"""Pieces of the worker (coderun/harness/coderun_*.py) and the eval scheduler that the end-to-end
 worker tests cannot single out: the in-memory copy of the pristine tree, which kept bytecode a sample's
 copy leaves out, the hasher both executors use, the messages both sides read, the files shipped, and
 the order in which slots take units."""
@@ -16,7 +16,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from coderun.evaluation.evaluate import _next_unit
-from coderun.runner.harness import HARNESS_DIR
+from coderun.harness import HARNESS_DIR
 
 sys.path.insert(0, str(HARNESS_DIR))  # as in the sandbox: the files import each other as top-level modules
 child, children, folders, hashing, statements = (
@@ -199,7 +199,7 @@ def _keep_pytest_functions(monkeypatch):
 
 def test_kept_statement_ranges_are_pytests_own(monkeypatch):
     source = _keep_pytest_functions(monkeypatch)
-    here = Path(statements.__file__).parent.parent
+    here = Path(statements.__file__).parent.parent / "runner"
     texts = [(here / "grade.py").read_text(), (here / "taxonomy.py").read_text(), statements._PROBE, "def f(:\n    pass\n"]
     before = [_ranges(source, t) for t in texts]
     stats = statements.Statements()
@@ -380,7 +380,7 @@ def test_every_module_the_worker_imports_is_shipped():
     """The host writes WORKER_FILES into the sandbox; a sibling import missing there breaks every worker."""
     import ast
 
-    from coderun.runner.harness import WORKER_FILES
+    from coderun.harness import WORKER_FILES
 
     on_disk = {p.name for p in HARNESS_DIR.glob("coderun_*.py")} - {"coderun_reporter.py"}
     assert set(WORKER_FILES) == on_disk
@@ -396,7 +396,7 @@ def test_every_module_the_worker_imports_is_shipped():
 
 
 def test_the_host_reads_what_the_worker_writes():
-    from coderun.runner.harness import coderun_protocol as protocol
+    from coderun.harness import coderun_protocol as protocol
 
     req = protocol.decode(protocol.encode(protocol.run_request(
         "tok", "pkg/mod.py", "x = 1\n", ("tests/test_a.py::test_x",), timeout=5.0, per_test_timeout=2,

@@ -2,7 +2,7 @@
 
 Evidence comes from places the sample does not write by accident or with generic tricks:
 - the exit code and timeout of the test process, seen from outside (by the sandbox or the worker);
-- the reporter plugin's records (runner/harness/coderun_reporter.py), written to a channel outside the
+- the reporter plugin's records (harness/coderun_reporter.py), written to a channel outside the
   project copy whose path is removed from the environment before any project code is imported;
   stdout ("PASSED" lines) and junit files are never read for grading;
 - a comparison of every project file after the run with the pristine tree (test files, conftest files
@@ -23,11 +23,12 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
+from coderun.harness import HARNESS_DIR
 from coderun.records import Evidence, Finding, FindingKind, TestOutcome
 from coderun.sandbox.base import ExecResult, Sandbox
 
 REPORTER_MODULE = "coderun_reporter"
-_REPORTER_SOURCE = Path(__file__).parent / "harness" / "coderun_reporter.py"
+_REPORTER_SOURCE = HARNESS_DIR / "coderun_reporter.py"
 _LOG_TAIL_LINES = 60
 _RANK = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
 

@@ -15,6 +15,7 @@ import weakref
 from pathlib import Path
 
 from coderun.errors import SandboxError
+from coderun.harness import HARNESS_DIR
 from coderun.records import Evidence
 from coderun.runner import evidence
 from coderun.runner.evidence import SampleRun
@@ -27,7 +28,7 @@ _pristine: weakref.WeakKeyDictionary[Sandbox, dict[str, str]] = weakref.WeakKeyD
 
 # Run by `python -I -c` inside the sandbox after the sample's processes are dead: sha256 of every file
 # (the worker's hasher too).
-_HASH_SCRIPT = (Path(__file__).parent / "harness" / "coderun_hashes.py").read_text(encoding="utf-8")
+_HASH_SCRIPT = (HARNESS_DIR / "coderun_hashes.py").read_text(encoding="utf-8")
 
 
 def run_sample(sandbox: Sandbox, *, relfile: str, new_source: str, nodeids: list[str], timeout: float,

@@ -174,51 +174,9 @@ def create_sandbox(name: str, spec: SandboxSpec) -> Sandbox:
     return sandbox_class(name)(spec)
 
 
-def head_tail(data: bytes, limit: int) -> tuple[bytes, bool]:
-    """Keep the first and last halves of `data` when it is longer than `limit` bytes."""
-    if len(data) <= limit:
-        return data, False
-    half = max(limit // 2, 1)
-    marker = f"\n... [{len(data) - 2 * half} bytes cut by coderun] ...\n".encode()
-    return data[:half] + marker + data[-half:], True
-
-
-class CappedBuffer:
-    """Collects a stream, keeping at most `limit` bytes: the head, and a rolling tail."""
-
-    def __init__(self, limit: int):
-        self.limit = limit
-        self.half = max(limit // 2, 1)
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    def feed(self, chunk: bytes) -> None:
-        self.total += len(chunk)
-        room = self.half - len(self.head)
-        if room > 0:
-            self.head += chunk[:room]
-            chunk = chunk[room:]
-        if chunk:
-            self.tail += chunk
-            if len(self.tail) > self.half:
-                del self.tail[: len(self.tail) - self.half]
-
-    @property
-    def truncated(self) -> bool:
-        return self.total > len(self.head) + len(self.tail)
-
-    def text(self) -> str:
-        if not self.truncated:
-            return (bytes(self.head) + bytes(self.tail)).decode("utf-8", "replace")
-        cut = self.total - len(self.head) - len(self.tail)
-        return (bytes(self.head).decode("utf-8", "replace")
-                + f"\n... [{cut} bytes cut by coderun] ...\n"
-                + bytes(self.tail).decode("utf-8", "replace"))
-
-
 def check_exec_args(cmd: list[str], timeout: float) -> None:
     if not cmd or not all(isinstance(c, str) for c in cmd):
         raise SandboxError(f"exec needs a non-empty argv list of strings, got {cmd!r}")
     if timeout <= 0:
         raise SandboxError(f"exec needs a positive timeout, got {timeout}")
+

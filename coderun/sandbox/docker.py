@@ -36,7 +36,8 @@ import uuid
 
 from coderun.envs import services
 from coderun.errors import SandboxError, SandboxUnavailable, ServiceError
-from coderun.sandbox.base import CappedBuffer, ExecResult, Sandbox, SandboxSpec, check_exec_args
+from coderun.harness.coderun_capped import CappedBuffer
+from coderun.sandbox.base import ExecResult, Sandbox, SandboxSpec, check_exec_args
 from coderun.sandbox.process import SandboxProcess, WorkerLayout
 
 SAMPLE_USER = "coderun"      # the image's unprivileged user (images/base.Dockerfile), owner of /work/project

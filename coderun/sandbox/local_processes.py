@@ -16,7 +16,7 @@ import time
 import uuid
 from pathlib import Path
 
-from coderun.sandbox.base import CappedBuffer
+from coderun.harness.coderun_capped import CappedBuffer
 from coderun.sandbox.guardian import rmtree as guardian_rmtree
 from coderun.sandbox.process import SandboxProcess
 

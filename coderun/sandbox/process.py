@@ -9,7 +9,7 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
-from coderun.sandbox.base import CappedBuffer
+from coderun.harness.coderun_capped import CappedBuffer
 
 
 @dataclass(frozen=True)

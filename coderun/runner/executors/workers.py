@@ -1,5 +1,5 @@
 """The workers executor (the default): one long-lived worker per (project, slot), inside a sandbox
-started once (coderun/runner/harness/coderun_worker.py), through `Sandbox.start_process` and the
+started once (coderun/harness/coderun_worker.py), through `Sandbox.start_process` and the
 sandbox's `worker_layout`. It has imported pytest already and forks a child per sample; the child runs
 the same node ids through `pytest.main` on a private, pristine copy of the project (written fresh, or put
 back after the previous sample: coderun_folders.Folder), with the limits, scrubbed environment, reporter
@@ -32,6 +32,8 @@ import warnings
 from dataclasses import replace
 
 from coderun.errors import SandboxError
+from coderun.harness import HARNESS_DIR, WORKER_FILES
+from coderun.harness import coderun_protocol as protocol
 from coderun.records import Evidence
 from coderun.runner.evidence import (
     SampleRun,
@@ -42,8 +44,6 @@ from coderun.runner.evidence import (
     write_log,
 )
 from coderun.runner.executors.naive import run_naive
-from coderun.runner.harness import HARNESS_DIR, WORKER_FILES
-from coderun.runner.harness import coderun_protocol as protocol
 from coderun.sandbox import Sandbox, SandboxSpec, create_sandbox
 from coderun.sandbox.base import ExecResult
 from coderun.sandbox.process import SandboxProcess

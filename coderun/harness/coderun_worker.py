@@ -1,6 +1,6 @@
 """coderun's per-project test worker: started once per (project, slot) inside the sandbox, it forks a
 child per sample. Standalone on purpose (no coderun imports): it runs in the project's interpreter, with
-its sibling files of coderun/runner/harness (all shipped into the sandbox's harness folder together).
+its sibling files of coderun/harness (all shipped into the sandbox's harness folder together).
 
     python coderun_worker.py CONFIG_JSON      (protocol: JSON lines, requests on stdin, answers on stdout;
                                                the messages are defined in coderun_protocol)

@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING
 
 import coderun_protocol as protocol
+from coderun_capped import CappedBuffer
 from coderun_child import Exit, resume_child, run_child
 from coderun_folders import rmtree, unlink
 
@@ -41,7 +42,8 @@ def fork_and_wait(w: SampleServer, req: dict, base: str, project: str) -> dict:
     for fd in (out_w, err_w, rep_w, end_w):
         os.close(fd)
     limit = int(req.get("output_limit") or (1 << 20))
-    bufs = {out_r: Capped(limit), err_r: Capped(limit), rep_r: Capped(_REPORT_LIMIT), end_r: Capped(16)}
+    bufs = {out_r: CappedBuffer(limit), err_r: CappedBuffer(limit), rep_r: CappedBuffer(_REPORT_LIMIT),
+            end_r: CappedBuffer(16)}
     code, timed_out = collect(w, pid, bufs, started + float(req["timeout"]), req, end_r)
     return protocol.result(req["id"], returncode=code, timed_out=timed_out, duration=time.monotonic() - started,
                            stdout=bufs[out_r].text(), stderr=bufs[err_r].text(),
@@ -203,33 +205,5 @@ def _exiting(pid: int) -> bool:
 def status_code(status: int) -> int:
     """os.waitstatus_to_exitcode, which the worker cannot use: it runs in the project's Python, 3.7 and 3.8 too."""
     return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-
-
-class Capped:
-    """Head and rolling tail of a stream, at most `limit` bytes kept."""
-
-    def __init__(self, limit: int):
-        self.half, self.head, self.tail, self.total = max(limit // 2, 1), bytearray(), bytearray(), 0
-
-    def feed(self, chunk: bytes) -> None:
-        self.total += len(chunk)
-        room = self.half - len(self.head)
-        if room > 0:
-            self.head += chunk[:room]
-            chunk = chunk[room:]
-        if chunk:
-            self.tail += chunk
-            if len(self.tail) > self.half:
-                del self.tail[: len(self.tail) - self.half]
-
-    @property
-    def truncated(self) -> bool:
-        return self.total > len(self.head) + len(self.tail)
-
-    def text(self) -> str:
-        head, tail = bytes(self.head).decode("utf-8", "replace"), bytes(self.tail).decode("utf-8", "replace")
-        if not self.truncated:
-            return (bytes(self.head) + bytes(self.tail)).decode("utf-8", "replace")
-        return f"{head}\n... [{self.total - len(self.head) - len(self.tail)} bytes cut by coderun] ...\n{tail}"
 
 

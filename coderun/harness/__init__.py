@@ -4,7 +4,8 @@ They import nothing from coderun (the project's Python may be 3.7 and has none o
 and import each other as top-level modules: the harness folder is on sys.path there. Their names all
 start with `coderun_`, because that folder is also on the PYTHONPATH of the tests they run, ahead of the
 project's import root: a plain name (`protocol`) would shadow a project module of that name.
-The host imports them only to read their constants and messages (coderun_protocol), and in tests.
+The host imports them too, for their constants, messages (coderun_protocol) and the stream buffer
+(coderun_capped): they are leaves, so every stage may.
 """
 
 from pathlib import Path
@@ -16,6 +17,7 @@ WORKER_FILES = (
     "coderun_worker.py",      # the worker process (its entry point)
     "coderun_protocol.py",    # the messages on its pipes
     "coderun_hashes.py",      # the file hasher (the naive path runs its text too)
+    "coderun_capped.py",      # head and tail of a stream (the host's sandboxes use it too)
     "coderun_folders.py",     # the sample folder: snapshot, put back after a sample
     "coderun_statements.py",  # pytest's statement ranges, kept per file text
     "coderun_pytest_run.py",  # `python -m pytest` inside a running interpreter

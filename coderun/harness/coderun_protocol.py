@@ -8,7 +8,7 @@
                           (priming_report, read with priming_reports)
 
 Standalone (stdlib only, Python 3.7): shipped into the sandbox with the worker and imported there as the
-sibling module `coderun_protocol`; the host imports it as `coderun.runner.harness.coderun_protocol`.
+sibling module `coderun_protocol`; the host imports it as `coderun.harness.coderun_protocol`.
 """
 
 from __future__ import annotations
