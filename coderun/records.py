@@ -56,6 +56,8 @@ class ContextSet(Record):
 
 
 Outcome = Literal["passed", "failed", "error", "skipped"]
+# How bad an outcome is: a test reported more than once (a call failure and a teardown error) counts as its worst.
+OUTCOME_RANK: dict[str, int] = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
 
 
 class TestOutcome(Record):

@@ -24,13 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coderun.harness import HARNESS_DIR
-from coderun.records import Evidence, Finding, FindingKind, TestOutcome
+from coderun.records import OUTCOME_RANK, Evidence, Finding, FindingKind, TestOutcome
 from coderun.sandbox.base import ExecResult, Sandbox
 
 REPORTER_MODULE = "coderun_reporter"
 _REPORTER_SOURCE = HARNESS_DIR / "coderun_reporter.py"
 _LOG_TAIL_LINES = 60
-_RANK = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
 
 # Per sandbox: the folder the reporter is installed in.
 _installed: weakref.WeakKeyDictionary[Sandbox, str] = weakref.WeakKeyDictionary()
@@ -131,12 +130,12 @@ def _outcomes(records: list[dict], result: ExecResult) -> tuple[list[TestOutcome
     for rec in records:
         if rec.get("kind") == "begin":
             begun.append(str(rec.get("nodeid")))
-        elif rec.get("kind") == "test" and rec.get("outcome") in _RANK:
+        elif rec.get("kind") == "test" and rec.get("outcome") in OUTCOME_RANK:
             t = TestOutcome(nodeid=str(rec["nodeid"]), outcome=rec["outcome"],
                             duration=float(rec.get("duration") or 0), message=str(rec.get("message") or ""))
             timed_out |= bool(rec.get("timeout"))
             prev = merged.get(t.nodeid)
-            if prev is None or _RANK[t.outcome] > _RANK[prev.outcome]:
+            if prev is None or OUTCOME_RANK[t.outcome] > OUTCOME_RANK[prev.outcome]:
                 merged[t.nodeid] = t
     unfinished = [n for n in begun if n not in merged]
     for nodeid in unfinished[-1:]:

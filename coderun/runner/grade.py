@@ -21,10 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from coderun.records import Evidence, Verdict, VerdictKind
+from coderun.records import OUTCOME_RANK, Evidence, Verdict, VerdictKind
 from coderun.runner.taxonomy import FailureClass, Primary, Secondary, SpliceSite, classify, classify_syntax
-
-_WORST = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
 
 
 def grade(expected: Sequence[str], evidence: Evidence, site: SpliceSite | None = None) -> Verdict:
@@ -44,7 +42,7 @@ def grade(expected: Sequence[str], evidence: Evidence, site: SpliceSite | None =
                      + "; ".join(f.detail for f in machinery))
     worst: dict[str, str] = {}
     for o in evidence.outcomes:
-        if _WORST[o.outcome] >= _WORST.get(worst.get(o.nodeid, "passed"), 0):
+        if OUTCOME_RANK[o.outcome] >= OUTCOME_RANK.get(worst.get(o.nodeid, "passed"), 0):
             worst[o.nodeid] = o.outcome
     missing = [n for n in expected if n not in worst]
     bad = [(n, worst[n]) for n in expected if n in worst and worst[n] != "passed"]
