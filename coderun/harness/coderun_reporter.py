@@ -108,6 +108,8 @@ _chain = itertools.chain.from_iterable
 _values, _code_of = operator.methodcaller("values"), operator.attrgetter("__code__")
 _FunctionType, _BUILTINS, _SYS = types.FunctionType, vars(builtins), sys
 _integrity: dict[str, object] = {}
+_cost = {"snapshot_ms": 0.0, "verify_ms": 0.0, "verifies": 0}   # in the `finish` record, for benchmarks
+_clock = time.perf_counter
 _SKIP = (_pytest_outcomes.Skipped,)
 
 
@@ -151,29 +153,32 @@ def _collect(label: str, value, mappings: list, functions: list, seen: set) -> N
 def _rebase() -> None:
     """What the watched mappings, functions and sys attributes hold now, kept by reference (so no id is
     reused while it is compared)."""
-    copies = [dict(m) for _, m in _integrity["mappings"]]
-    keys = _list(_chain(copies))
     names = [label for label, _ in _integrity["mappings"]]
+    mappings = [m for _, m in _integrity["mappings"]]
+    functions = [f for _, f in _integrity["functions"]]
+    copies = [dict(m) for m in mappings]
+    keys = _list(_chain(copies))
     labels = _list(_chain([label] * _len(c) for label, c in zip(names, copies)))  # noqa: B905 (3.7)
+    codes = _list(_map(_code_of, functions))
     _integrity.update(copies=copies, keys=keys, ids=_list(_map(_id, _chain(_map(_values, copies)))),
                       state=[i for i, pair in enumerate(zip(labels, keys)) if pair in _STATE],  # noqa: B905
-                      codes=[f.__code__ for _, f in _integrity["functions"]],
-                      sys={n: getattr(_SYS, n, None) for n in _SYS_NAMES})
+                      codes=codes, code_ids=_list(_map(_id, codes)), plain_mappings=mappings,
+                      plain_functions=functions, sys={n: getattr(_SYS, n, None) for n in _SYS_NAMES})
 
 
 def _integrity_changes() -> list[tuple[str, str, object]]:
     """(change, name, new value) of every change since the last rebase; [] fast when nothing changed."""
     if not _integrity:
         return []
-    mappings = [m for _, m in _integrity["mappings"]]
+    mappings = _integrity["plain_mappings"]
     ids = _list(_map(_id, _chain(_map(_values, mappings))))
-    if _len(ids) == _len(_integrity["ids"]):
+    held = _integrity["ids"]
+    if _len(ids) == _len(held):
         for i in _integrity["state"]:
-            ids[i] = _integrity["ids"][i]
-    same = (ids == _integrity["ids"] and _list(_chain(mappings)) == _integrity["keys"]
-            and _list(_map(_id, _map(_code_of, [f for _, f in _integrity["functions"]])))
-            == _list(_map(_id, _integrity["codes"]))
-            and all(getattr(_SYS, n, None) is v for n, v in _integrity["sys"].items()))
+            ids[i] = held[i]
+    same = (ids == held and _list(_chain(mappings)) == _integrity["keys"]
+            and _list(_map(_id, _map(_code_of, _integrity["plain_functions"]))) == _integrity["code_ids"]
+            and all([getattr(_SYS, n, None) is v for n, v in _integrity["sys"].items()]))
     return [] if same else _name_changes()
 
 
@@ -229,7 +234,11 @@ _MESSAGES = {
 def _check_tampering(config, where: str) -> None:
     if config is None:
         return
-    for change, name, new in _integrity_changes():
+    started = _clock()
+    changes = _integrity_changes()
+    _cost["verify_ms"] += (_clock() - started) * 1000
+    _cost["verifies"] += 1
+    for change, name, new in changes:
         if _from_installed_package(new):
             # A test dependency hooking pytest (flexmock wraps call_runtest_hook): the project's own setup.
             _emit("note", what=_MESSAGES["replaced_by_package"].format(name=name, change=change, where=where))
@@ -311,7 +320,9 @@ def pytest_sessionstart(session):
     only from a conftest the project loads first, as before."""
     _state["plugins_before_session"] = {id(p) for p in session.config.pluginmanager.get_plugins()}
     yield
+    started = _clock()
     _take_integrity()
+    _cost["snapshot_ms"] = (_clock() - started) * 1000
 
 
 def pytest_collectreport(report):
@@ -411,7 +422,7 @@ def pytest_runtest_logfinish(nodeid, location):
 
 def pytest_sessionfinish(session, exitstatus):
     _check_tampering(session.config, "at the end of the session")
-    _emit("finish", exitstatus=int(exitstatus))
+    _emit("finish", exitstatus=int(exitstatus), integrity=dict(_cost))
 
 
 def _module_of(plugin) -> str:
