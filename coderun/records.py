@@ -224,6 +224,8 @@ class FindingKind(str, Enum):
     UNITTEST_REPLACED = "unittest_replaced"
     REPORTER_REPLACED = "reporter_replaced"
     PLUGIN_REGISTERED_DURING_TESTS = "plugin_registered_during_tests"
+    RUNTIME_REPLACED = "runtime_replaced"            # a builtin, or a sys attribute pytest calls
+    OUTCOME_FORGED = "outcome_forged"                # a phase that raised, reported otherwise
     UNKNOWN_REPORTER_CODE = "unknown_reporter_code"   # a code coderun does not know: fail safe
     # read from runs stored before findings had kinds (a plain message, sorted by its words as grading did)
     LEGACY_MACHINERY = "legacy_machinery"

@@ -25,14 +25,19 @@ reported as tampering.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import faulthandler
+import itertools
 import json
+import operator
 import os
 import signal
 import sys
 import time
+import types
 
+import _pytest.outcomes as _pytest_outcomes
 import pytest
 
 _TOKEN, _TIMEOUT, _ROOT, _FD, _STDERR = "", 0.0, "", -1, None
@@ -56,9 +61,7 @@ _MAX_MESSAGE = 4000
 _MAX_LINES = 40
 
 _phases: dict[str, dict[str, object]] = {}
-_snapshot: dict[str, object] = {}
-_plugins_after_collection: set[int] | None = None
-_plugins_before_session: set[int] = set()
+_state: dict[str, object] = {"plugins_after_collection": None, "plugins_before_session": set()}
 _timed_out: set[str] = set()
 _config = None
 
@@ -83,42 +86,126 @@ def _on_alarm(signum, frame):
     raise TestTimeout(_MESSAGES["timeout"].format(seconds=f"{_TIMEOUT:g}"))
 
 
-# -- what a sample could patch to forge results ----------------------------------------------------
+# -- the integrity of the harness -------------------------------------------------------------------
+# Taken once every plugin is loaded (pytest_sessionstart), verified after every test and at the end: the
+# identity of every entry of the module dicts and class dicts (methods, properties, descriptors) and the
+# code object of every function of pytest, _pytest, pluggy, unittest and this reporter, of every builtin,
+# and of the `sys` attributes they call. Nothing is enumerated move by move: any change is named.
+# The tools are bound here, at import, before any sample's code runs; identities are compared, never names
+# or values (a forged object's __eq__ is never called).
 
-_WATCHED = (
-    "_pytest.runner:call_and_report", "_pytest.runner:call_runtest_hook", "_pytest.runner:runtestprotocol",
-    "_pytest.runner:pytest_runtest_makereport", "_pytest.runner:CallInfo.from_call",
-    "_pytest.reports:TestReport.__init__", "_pytest.reports:TestReport.from_item_and_call",
-    "_pytest.reports:BaseReport.passed", "_pytest.reports:BaseReport.failed",
-    "_pytest.reports:BaseReport.skipped", "_pytest.reports:BaseReport.outcome",
-    "_pytest.python:pytest_pyfunc_call", "_pytest.python:Function.runtest",
-    "_pytest.unittest:TestCaseFunction.runtest", "_pytest.outcomes:fail", "_pytest.outcomes:skip",
-    "unittest:TestCase.run", "unittest:TestCase.__call__", "unittest:TestResult.addFailure",
-    "unittest:TestResult.addError", "unittest:TestResult.wasSuccessful",
-    "coderun_reporter:_emit", "coderun_reporter:_merge",
-)
+_FAMILIES = ("pytest", "_pytest", "pluggy", "unittest", "coderun_reporter")
+_SYS_NAMES = ("modules", "exc_info", "_getframe", "exit", "meta_path", "path_hooks", "settrace", "gettrace",
+              "setprofile", "getrecursionlimit")
+# Module globals that pytest itself sets while a test runs (the assertion plugin's per-test hooks): their
+# value is state, not machinery. Measured on the built-in projects' tests.
+_STATE = frozenset({("_pytest.assertion.util", "_reprcompare"), ("_pytest.assertion.util", "_assertion_pass"),
+                    ("_pytest.assertion.util", "_config")})
+# A class attribute pytest sets on a node class the first time one is made (nodes.py, a warning shown once).
+_STATE_KEYS = frozenset({"_pytest_diamond_inheritance_warning_shown"})
+_id, _map, _list, _len, _type, _isinstance = id, map, list, len, type, isinstance
+_chain = itertools.chain.from_iterable
+_values, _code_of = operator.methodcaller("values"), operator.attrgetter("__code__")
+_FunctionType, _BUILTINS, _SYS = types.FunctionType, vars(builtins), sys
+_integrity: dict[str, object] = {}
+_cost = {"snapshot_ms": 0.0, "verify_ms": 0.0, "verifies": 0}   # in the `finish` record, for benchmarks
+_clock = time.perf_counter
+_SKIP = (_pytest_outcomes.Skipped,)
 
 
-def _lookup(spec: str) -> object:
-    """The object at `module:Attr.path`, read through class __dict__s so properties are not called."""
-    module_name, _, path = spec.partition(":")
-    obj = sys.modules.get(module_name)
-    for part in path.split("."):
-        if obj is None:
-            return None
-        obj = vars(obj).get(part) if isinstance(obj, type) else getattr(obj, part, None)
-    return obj
+def _harness_modules() -> list[tuple[str, object]]:
+    return sorted((name, mod) for name, mod in list(sys.modules.items())
+                  if mod is not None and name.partition(".")[0] in _FAMILIES)
 
 
-def _watched() -> dict[str, object]:
+def _take_integrity() -> None:
+    """Which mappings and functions to watch (found once), then what they hold now."""
     import unittest  # noqa: F401  (so unittest's classes are there to be watched)
 
-    return {spec: _lookup(spec) for spec in _WATCHED}
+    mappings: list[tuple[str, object]] = [("builtins", _BUILTINS)]
+    functions: list[tuple[str, object]] = []
+    seen: set[int] = set()
+    for name, mod in _harness_modules():
+        mappings.append((name, vars(mod)))
+        for attr, value in list(vars(mod).items()):
+            _collect(f"{name}.{attr}", value, mappings, functions, seen)
+    _integrity.update(mappings=mappings, functions=functions)
+    _rebase()
+
+
+def _collect(label: str, value, mappings: list, functions: list, seen: set) -> None:
+    if _id(value) in seen:
+        return
+    if _isinstance(value, type) and str(getattr(value, "__module__", "")).partition(".")[0] in _FAMILIES:
+        seen.add(_id(value))
+        label = f"{value.__module__}.{value.__qualname__}"
+        mappings.append((label, vars(value)))
+        for attr, member in list(vars(value).items()):
+            inner = getattr(member, "__func__", None) or getattr(member, "fget", None) or member
+            if _isinstance(inner, _FunctionType) and _id(inner) not in seen:
+                seen.add(_id(inner))
+                functions.append((f"{label}.{attr}", inner))
+    elif _isinstance(value, _FunctionType) and str(value.__module__).partition(".")[0] in _FAMILIES:
+        seen.add(_id(value))
+        functions.append((f"{value.__module__}.{value.__qualname__}", value))
+
+
+def _rebase() -> None:
+    """What the watched mappings, functions and sys attributes hold now, kept by reference (so no id is
+    reused while it is compared)."""
+    names = [label for label, _ in _integrity["mappings"]]
+    mappings = [m for _, m in _integrity["mappings"]]
+    functions = [f for _, f in _integrity["functions"]]
+    copies = [dict(m) for m in mappings]
+    keys = _list(_chain(copies))
+    labels = _list(_chain([label] * _len(c) for label, c in zip(names, copies)))  # noqa: B905 (3.7)
+    codes = _list(_map(_code_of, functions))
+    _integrity.update(copies=copies, keys=keys, ids=_list(_map(_id, _chain(_map(_values, copies)))),
+                      state=[i for i, pair in enumerate(zip(labels, keys)) if pair in _STATE],  # noqa: B905
+                      codes=codes, code_ids=_list(_map(_id, codes)), plain_mappings=mappings,
+                      plain_functions=functions, sys={n: getattr(_SYS, n, None) for n in _SYS_NAMES})
+
+
+def _integrity_changes() -> list[tuple[str, str, object]]:
+    """(change, name, new value) of every change since the last rebase; [] fast when nothing changed."""
+    if not _integrity:
+        return []
+    mappings = _integrity["plain_mappings"]
+    ids = _list(_map(_id, _chain(_map(_values, mappings))))
+    held = _integrity["ids"]
+    if _len(ids) == _len(held):
+        for i in _integrity["state"]:
+            ids[i] = held[i]
+    same = (ids == held and _list(_chain(mappings)) == _integrity["keys"]
+            and _list(_map(_id, _map(_code_of, _integrity["plain_functions"]))) == _integrity["code_ids"]
+            and all([getattr(_SYS, n, None) is v for n, v in _integrity["sys"].items()]))
+    return [] if same else _name_changes()
+
+
+def _name_changes() -> list[tuple[str, str, object]]:
+    """The slow path, only when something differs: each change by name, pytest's own state left out."""
+    out = []
+    for (label, mapping), before in zip(_integrity["mappings"], _integrity["copies"]):  # noqa: B905
+        now = dict(mapping)
+        changed = [k for k in before if k not in now]
+        changed += [k for k in now if k not in before or now[k] is not before[k]]
+        for key in changed:
+            if (label, key) not in _STATE and key not in _STATE_KEYS:
+                change = "removed" if key not in now else "added" if key not in before else "replaced"
+                out.append((change, f"{label}.{key}", now.get(key)))
+    for (label, func), code in zip(_integrity["functions"], _integrity["codes"]):  # noqa: B905
+        if func.__code__ is not code:
+            out.append(("code", label, func))
+    for name, value in _integrity["sys"].items():
+        if getattr(_SYS, name, None) is not value:
+            out.append(("replaced", f"sys.{name}", getattr(_SYS, name, None)))
+    _rebase()  # report each change once
+    return out
 
 
 def _from_installed_package(obj) -> bool:
     """Whether `obj`'s code lives in an installed distribution (site-packages), outside the project copy."""
-    func = getattr(obj, "__func__", obj)
+    func = getattr(obj, "__func__", None) or getattr(obj, "fget", None) or obj
     code = getattr(func, "__code__", None)
     path = os.path.realpath(getattr(code, "co_filename", "") or "")
     inside_copy = path.startswith(_ROOT + os.sep)
@@ -127,39 +214,46 @@ def _from_installed_package(obj) -> bool:
 
 # A `tamper` record carries a stable `code` (the host grades on it, never on the words) and `what`, the
 # words a person reads. The host treats a code it does not know as tampering.
-_REPLACED_CODES = {"_pytest": "pytest_replaced", "unittest": "unittest_replaced",
-                   "coderun_reporter": "reporter_replaced"}
+_REPLACED_CODES = {"_pytest": "pytest_replaced", "pytest": "pytest_replaced", "pluggy": "pytest_replaced",
+                   "unittest": "unittest_replaced", "coderun_reporter": "reporter_replaced",
+                   "builtins": "runtime_replaced", "sys": "runtime_replaced"}
 _PLUGINS_CODE = "plugin_registered_during_tests"
+_FORGED_CODE = "outcome_forged"
 _MESSAGES = {
     "replaced": "{name} was replaced ({where})",
-    "replaced_by_package": "{name} was replaced by an installed package ({where})",
+    "added": "{name} was added ({where})",
+    "removed": "{name} was removed ({where})",
+    "code": "the code of {name} was replaced ({where})",
+    "replaced_by_package": "{name} was {change} by an installed package ({where})",
     "plugins": "pytest plugins registered during the tests ({where}): {names}",
+    "forged": "{nodeid} ({when}): the call raised {error} but its report says {outcome}",
     "timeout": "Timeout: test exceeded {seconds} s (coderun per-test timeout)",
 }
 
 
 def _check_tampering(config, where: str) -> None:
-    if not _snapshot or config is None:
+    if config is None:
         return
-    now = _watched()
-    for name, original in _snapshot.items():
-        if now.get(name) is not original:
-            if _from_installed_package(now.get(name)):
-                # A test dependency hooking pytest (flexmock wraps call_runtest_hook): the project's own setup.
-                _emit("note", what=_MESSAGES["replaced_by_package"].format(name=name, where=where))
-            else:
-                _emit("tamper", code=_REPLACED_CODES[name.split(":")[0].split(".")[0]],
-                      what=_MESSAGES["replaced"].format(name=name, where=where))
-    _snapshot.update(now)  # report each replacement once
-    global _plugins_after_collection
-    if _plugins_after_collection is not None:
+    started = _clock()
+    changes = _integrity_changes()
+    _cost["verify_ms"] += (_clock() - started) * 1000
+    _cost["verifies"] += 1
+    for change, name, new in changes:
+        if _from_installed_package(new):
+            # A test dependency hooking pytest (flexmock wraps call_runtest_hook): the project's own setup.
+            _emit("note", what=_MESSAGES["replaced_by_package"].format(name=name, change=change, where=where))
+        else:
+            _emit("tamper", code=_REPLACED_CODES[name.partition(".")[0]],
+                  what=_MESSAGES[change].format(name=name, where=where))
+    after = _state.get("plugins_after_collection")
+    if after is not None:
         current = {id(p) for p in config.pluginmanager.get_plugins()}
-        added = current - _plugins_after_collection
+        added = current - after
         if added:
             names = [config.pluginmanager.get_name(p) or repr(p) for p in config.pluginmanager.get_plugins()
                      if id(p) in added]
             _emit("tamper", code=_PLUGINS_CODE, what=_MESSAGES["plugins"].format(where=where, names=names))
-        _plugins_after_collection = current
+        _state["plugins_after_collection"] = current
 
 
 # -- hooks -------------------------------------------------------------------------------------
@@ -169,7 +263,6 @@ def pytest_configure(config):
     """After (nearly) every other plugin's configure: the watched machinery is taken as it is now."""
     global _config
     _config = config
-    _snapshot.update(_watched())
     _emit("start", pid=os.getpid(), python=sys.version.split()[0], pytest=pytest.__version__,
           timeout=_TIMEOUT, rootdir=str(getattr(config, "rootpath", None) or config.rootdir))
 
@@ -218,14 +311,18 @@ def pytest_collection_modifyitems(session, config, items):
     items[:] = selected
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_sessionstart(session):
     """Every plugin's configure has run: what is registered now came with the environment. An installed
     plugin may register more objects in a configure that runs after ours (pytest-benchmark registers its
-    session in a trylast configure too), so the line is drawn here, not at our configure. A sample's code
-    could run this early only from a conftest the project loads first, as before."""
-    global _plugins_before_session
-    _plugins_before_session = {id(p) for p in session.config.pluginmanager.get_plugins()}
+    session in a trylast configure too), so the line is drawn here, not at our configure; the harness's
+    integrity is taken once every plugin's sessionstart has run too. A sample's code could run this early
+    only from a conftest the project loads first, as before."""
+    _state["plugins_before_session"] = {id(p) for p in session.config.pluginmanager.get_plugins()}
+    yield
+    started = _clock()
+    _take_integrity()
+    _cost["snapshot_ms"] = (_clock() - started) * 1000
 
 
 def pytest_collectreport(report):
@@ -236,12 +333,12 @@ def pytest_collectreport(report):
 def pytest_collection_finish(session):
     """Name every plugin registered during collection: the project's conftest files, or something the
     sample registered while its module was imported (the parent tells them apart)."""
-    global _plugins_after_collection
     pm = session.config.pluginmanager
     plugins = pm.get_plugins()
-    _plugins_after_collection = {id(p) for p in plugins}
+    _state["plugins_after_collection"] = {id(p) for p in plugins}
+    before = _state["plugins_before_session"]
     added = [{"name": str(pm.get_name(p)), "module": _module_of(p), "file": str(getattr(p, "__file__", "") or "")}
-             for p in plugins if id(p) not in _plugins_before_session and not _is_pytest_own(p)]
+             for p in plugins if id(p) not in before and not _is_pytest_own(p)]
     _emit("collected", nodeids=[item.nodeid for item in session.items], plugins=added)
 
 
@@ -270,11 +367,34 @@ def _disarm() -> None:
         faulthandler.cancel_dump_traceback_later()
 
 
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_makereport(item, call):
+    """The phase's outcome where pytest caught it (`call.excinfo`, read before any plugin turns it into a
+    report), cross-checked with the report made of it: a call that raised cannot be reported as passed
+    (an expected failure is reported as skipped, a strict unexpected pass as failed, never the reverse)."""
+    error = _raw_error(item, call)
     # A timeout is the alarm's exception, alone or anywhere in the chain of what the test raised (as
     # pytest prints it), recognised by its type: its words may change.
-    if call.excinfo is not None and _caused_by_timeout(call.excinfo.value):
+    if error is not None and _caused_by_timeout(error):
         _timed_out.add(item.nodeid)
+    result = yield
+    if error is None or _isinstance(error, _SKIP):
+        return
+    report = result.get_result()
+    outcome = getattr(report, "outcome", None)
+    stored = vars(report).get("outcome") if hasattr(report, "__dict__") else None
+    if outcome == "passed" or stored == "passed" or outcome != stored:
+        _emit("tamper", code=_FORGED_CODE, what=_MESSAGES["forged"].format(
+            nodeid=item.nodeid, when=call.when, error=_type(error).__name__, outcome=repr(outcome)))
+
+
+def _raw_error(item, call):
+    """What the phase raised: pytest's CallInfo caught it, or, for a unittest case, unittest's own run
+    did and pytest's unittest plugin kept it on the item (read through the instance dict, as it wrote it)."""
+    if call.excinfo is not None:
+        return call.excinfo.value
+    kept = vars(item).get("_excinfo") if hasattr(item, "__dict__") else None
+    return kept[0].value if _isinstance(kept, _list) and kept else None
 
 
 def _caused_by_timeout(exc) -> bool:
@@ -302,7 +422,7 @@ def pytest_runtest_logfinish(nodeid, location):
 
 def pytest_sessionfinish(session, exitstatus):
     _check_tampering(session.config, "at the end of the session")
-    _emit("finish", exitstatus=int(exitstatus))
+    _emit("finish", exitstatus=int(exitstatus), integrity=dict(_cost))
 
 
 def _module_of(plugin) -> str:

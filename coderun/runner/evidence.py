@@ -49,7 +49,8 @@ MESSAGES: dict[FindingKind, str] = {
 
 # The codes the reporter writes in its `tamper` records; any other code is itself machinery tampering.
 REPORTER_KINDS = frozenset({FindingKind.PYTEST_REPLACED, FindingKind.UNITTEST_REPLACED,
-                            FindingKind.REPORTER_REPLACED, FindingKind.PLUGIN_REGISTERED_DURING_TESTS})
+                            FindingKind.REPORTER_REPLACED, FindingKind.PLUGIN_REGISTERED_DURING_TESTS,
+                            FindingKind.RUNTIME_REPLACED, FindingKind.OUTCOME_FORGED})
 
 
 @dataclass(frozen=True)
