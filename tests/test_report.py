@@ -23,15 +23,16 @@ LEVELS = {"t1": Level.SELF_CONTAINED, "t2": Level.SLIB_RUNNABLE, "t3": Level.CLA
 
 
 def make_run(path: Path, passes: dict[str, int], n: int = 5, infra: dict[str, int] | None = None,
-             label: str = "A") -> Path:
-    """A run where task t has passes[t] passing samples among n, the last infra[t] being infra errors."""
+             label: str = "A", codes: dict[tuple[str, int], str] | None = None) -> Path:
+    """A run where task t has passes[t] passing samples among n, the last infra[t] being infra errors;
+    `codes` gives some samples their code."""
     store = RunStore.create(path, RunInfo(run_id=path.name, label=label))
     store.add_tasks([RunTask(task_id=t, project="demo", level=lv,
                              oracle_context=ContextSet(classes=["Path"], apis=["os.path.join"], vars=["LIMIT"]))
                      for t, lv in LEVELS.items()])
     for t in LEVELS:
-        store.add_samples([RunSample(task_id=t, index=i, code=f"def f(p):\n    return Path(p) if {i} else LIMIT\n")
-                           for i in range(n)])
+        store.add_samples([RunSample(task_id=t, index=i, code=(codes or {}).get(
+            (t, i), f"def f(p):\n    return Path(p) if {i} else LIMIT\n")) for i in range(n)])
         for i in range(n):
             spliced, log = path / "spliced" / f"{t}-{i}.py", path / "logs" / f"{t}-{i}.log"
             spliced.write_text(f"# spliced {t} {i}\n")

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from coderun.evaluation.store import Result, RunInfo, RunStore, RunTask
 from coderun.records import Level, RunEnvironment, VerdictKind
+from coderun.report.flags import sample_flags
 from coderun.report.metrics import (
     CONTEXT_KINDS,
     UnderK,
@@ -27,6 +28,7 @@ from coderun.report.metrics import (
     per_task_pass_at_k,
     task_token_hits,
 )
+from coderun.report.reach import ReachKind, grader_reach
 from coderun.report.stats import paired_bootstrap, paired_permutation_test
 from coderun.runner.taxonomy import primary_of
 
@@ -56,6 +58,12 @@ class GroupStats(Model):
     failures_detailed: dict[str, int]            # full label (primary/secondary) -> samples
 
 
+class ReachRow(Model):
+    kind: ReachKind
+    move: str
+    line: int
+
+
 class SampleRow(Model):
     run: str
     task_id: str
@@ -68,6 +76,7 @@ class SampleRow(Model):
     log_path: str | None
     duration: float
     flags: list[str] = []   # static signs the code touches the test machinery, then what the run showed
+    grader_reach: list[ReachRow] = []   # static: what in the code reaches for the grader (information only)
 
 
 class TaskRow(Model):
@@ -179,24 +188,36 @@ def _acc(ids: list[str], tasks: dict[str, RunTask], codes: dict[str, list[str]],
                              **{kind: a.kinds[kind] for kind in CONTEXT_KINDS}) for k, a in table.items()}
 
 
-def _flags(store: RunStore, tasks: dict[str, RunTask]) -> dict[tuple[str, int], list[str]]:
-    """Static flags of every sample's code (runner.flags: reported, never a verdict)."""
-    from coderun.report.flags import sample_flags
+class _Static(Model):
+    flags: list[str]
+    reach: list[ReachRow]
 
-    return {(s.task_id, s.index): [f"static: {f}" for f in sample_flags(s.code, tasks[s.task_id].name.split(".")[-1])]
-            for s in store.samples() if s.task_id in tasks}
+
+def _flags(store: RunStore, tasks: dict[str, RunTask]) -> dict[tuple[str, int], _Static]:
+    """Static flags and grader reach of every sample's code (report.flags, report.reach: reported, never a
+    verdict)."""
+    out = {}
+    for s in store.samples():
+        if s.task_id in tasks:
+            name = tasks[s.task_id].name.split(".")[-1]
+            out[(s.task_id, s.index)] = _Static(
+                flags=[f"static: {f}" for f in sample_flags(s.code, name)],
+                reach=[ReachRow(kind=r.kind, move=r.move, line=r.line) for r in grader_reach(s.code, name)])
+    return out
 
 
 def _task_row(task: RunTask, results: list[Result], ks: Sequence[int], under_k: UnderK, run: str,
-              flags: dict[tuple[str, int], list[str]] | None = None) -> TaskRow:
+              flags: dict[tuple[str, int], _Static] | None = None) -> TaskRow:
     n, c, infra = _counts(results)
     table = aggregate_pass_at_k({task.task_id: (n, c)} if n else {}, ks, under_k)
     flags = flags or {}
+    none = _Static(flags=[], reach=[])
     samples = [SampleRow(run=run, task_id=task.task_id, sample=r.index, level=task.level.value, verdict=r.verdict,
                          failure=r.failure, reason=r.reason, spliced_path=r.spliced_path, log_path=r.log_path,
                          duration=r.duration,
-                         flags=flags.get((r.task_id, r.index), [])
-                         + [f.detail for f in (r.evidence.tampering if r.evidence else [])])
+                         flags=flags.get((r.task_id, r.index), none).flags
+                         + [f.detail for f in (r.evidence.tampering if r.evidence else [])],
+                         grader_reach=flags.get((r.task_id, r.index), none).reach)
                for r in sorted(results, key=lambda r: r.index)]
     return TaskRow(task_id=task.task_id, project=task.project, level=task.level.value, n=n, c=c, infra=infra,
                    pass_at_k={str(k): v.value for k, v in table.items()}, samples=samples,

@@ -37,14 +37,15 @@ def _under(path: str, prefixes: tuple[str, ...]) -> str | None:
     return None
 
 
-class _Flagger(ast.NodeVisitor):
+class NameResolver(ast.NodeVisitor):
+    """Resolves expressions to the dotted names they stand for, through the code's own imports; a subclass
+    says what an import means (`imported`)."""
+
     def __init__(self) -> None:
         self.aliases: dict[str, str] = {}
-        self.flags: list[str] = []
 
-    def flag(self, text: str) -> None:
-        if text not in self.flags:
-            self.flags.append(text)
+    def imported(self, module: str, node: ast.AST) -> None:
+        """Called for every module the code imports."""
 
     def resolve(self, node: ast.AST) -> str | None:
         """The dotted name an expression stands for, through import aliases (None if not a name)."""
@@ -55,18 +56,16 @@ class _Flagger(ast.NodeVisitor):
             return f"{base}.{node.attr}" if base else None
         if isinstance(node, ast.Call):   # Path(...).write_text -> "Path().write_text" style base
             base = self.resolve(node.func)
+            first = node.args[0] if node.args else None
+            if base in ("__import__", "importlib.import_module") and isinstance(first, ast.Constant) \
+                    and isinstance(first.value, str):
+                return first.value   # __import__("os")._exit is os._exit
             return f"{base}()" if base else None
         return None
 
-    # imports ---------------------------------------------------------------------------------
-    def _imported(self, module: str) -> None:
-        top = module.split(".")[0]
-        if top in _MACHINERY:
-            self.flag(f"imports {top}")
-
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
-            self._imported(alias.name)
+            self.imported(alias.name, node)
             if alias.asname:
                 self.aliases[alias.asname] = alias.name
             else:
@@ -75,11 +74,26 @@ class _Flagger(ast.NodeVisitor):
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         module = node.module or ""
-        self._imported(module)
+        self.imported(module, node)
         for alias in node.names:
             if not module:   # from . import conftest
-                self._imported(alias.name)
+                self.imported(alias.name, node)
             self.aliases[alias.asname or alias.name] = f"{module}.{alias.name}" if module else alias.name
+
+
+class _Flagger(NameResolver):
+    def __init__(self) -> None:
+        super().__init__()
+        self.flags: list[str] = []
+
+    def flag(self, text: str) -> None:
+        if text not in self.flags:
+            self.flags.append(text)
+
+    def imported(self, module: str, node: ast.AST) -> None:
+        top = module.split(".")[0]
+        if top in _MACHINERY:
+            self.flag(f"imports {top}")
 
     # definitions and literals ----------------------------------------------------------------
     def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -144,7 +158,7 @@ class _Flagger(ast.NodeVisitor):
         elif name in ("__import__", "importlib.import_module") and node.args:
             first = node.args[0]
             if isinstance(first, ast.Constant) and isinstance(first.value, str):
-                self._imported(first.value)
+                self.imported(first.value, node)
         elif name in ("setattr", "delattr") and node.args:
             self._patched_target(ast.Attribute(value=node.args[0], attr="_", ctx=ast.Store()))
         elif name.split(".")[-1] in ("patch", "setattr", "object", "dict", "delattr", "setitem") and node.args:
@@ -188,21 +202,26 @@ def _parse(code: str) -> ast.Module:
         return ast.parse(code)
 
 
-def sample_flags(code: str, name: str | None = None) -> list[str]:
-    """Short flags, in order of first appearance, for code that touches the test machinery.
-
-    With the target's `name`, code that does not parse as it is (markdown, prose, trailing junk) is
-    first extracted the way the injector does it.
-    """
+def parse_sample(code: str, name: str | None = None) -> ast.Module | None:
+    """The sample's syntax tree; with the target's `name`, code that does not parse as it is (markdown, prose,
+    trailing junk) is first extracted the way the injector does it. None when neither parses."""
     try:
-        tree = _parse(code)
+        return _parse(code)
     except (SyntaxError, ValueError):
         if name is None:
-            return []
+            return None
         try:
-            tree = _parse(extract_code(code, name)[0])
+            return _parse(extract_code(code, name)[0])
         except (SampleSyntaxError, SyntaxError, ValueError):
-            return []
+            return None
+
+
+def sample_flags(code: str, name: str | None = None) -> list[str]:
+    """Short flags, in order of first appearance, for code that touches the test machinery (`parse_sample`
+    says which code is read; code that does not parse gets none: it never runs)."""
+    tree = parse_sample(code, name)
+    if tree is None:
+        return []
     flagger = _Flagger()
     flagger.visit(tree)
     return flagger.flags

@@ -24,7 +24,7 @@ from coderun.envs.versions import ENVIRONMENT_FILE  # noqa: E402
 from coderun.records import Package, VerdictKind  # noqa: E402
 from coderun.report.aggregate import Comparison, RunReport, TaskRow, report_files  # noqa: E402
 from coderun.report.metrics import CONTEXT_KINDS  # noqa: E402
-from coderun.report.render import FAILURE_ORDER, group_rows, pct, task_notes  # noqa: E402
+from coderun.report.render import FAILURE_ORDER, group_rows, pct, reach_text, task_notes  # noqa: E402
 
 PALETTE = {"pass": "#2e7d32", "syntax": "#8e24aa", "runtime": "#e65100", "functional": "#c62828",
            "timeout": "#f9a825", "other": "#757575", "infra": "#1565c0"}
@@ -40,7 +40,7 @@ th{background:#f0f0f0} td.num{text-align:right;font-variant-numeric:tabular-nums
 .charts{display:flex;flex-wrap:wrap;gap:12px} .chart{flex:0 1 580px;max-width:760px} .chart svg{width:100%;height:auto}
 .chip{display:inline-block;min-width:16px;padding:0 4px;margin:1px;border-radius:3px;color:#fff;font-size:.8em;
 text-align:center;text-decoration:none} .chip.pass{background:#2e7d32} .chip.fail{background:#c62828}
-.chip.infra{background:#1565c0} details pre{background:#111;color:#eee;padding:8px;overflow:auto;max-height:320px;font-size:.8em}
+.chip.infra{background:#1565c0} .chip.reach{outline:2px dashed #ef6c00;outline-offset:1px} details pre{background:#111;color:#eee;padding:8px;overflow:auto;max-height:320px;font-size:.8em}
 .pos{color:#2e7d32} .neg{color:#c62828}
 """
 
@@ -229,7 +229,8 @@ def _task_table(r: RunReport, base: Path) -> list[str]:
     rows = [_task_row(r, t, ks, base) for t in r.tasks]
     head = "".join(f"<th>pass@{k}</th>" for k in ks)
     return [f"<h2>Tasks of {_e(r.label)}</h2>",
-            '<p class="meta">chips: one per sample (green pass, red fail, blue infrastructure); hover for the '
+            '<p class="meta">chips: one per sample (green pass, red fail, blue infrastructure; a dashed orange '
+            "outline: its code reaches for the grader, information only); hover for the "
             "failure class and reason, click to open the spliced file; the log excerpt is the last lines of the "
             "first failing sample's test log</p>",
             f"<table><tr><th>task</th><th>level</th><th>n</th><th>c</th>{head}<th>samples</th><th>log</th></tr>"
@@ -242,9 +243,11 @@ def _task_row(r: RunReport, t: TaskRow, ks: list[str], base: Path) -> str:
     for s in t.samples:
         spliced, log = report_files(r, s)
         label = s.verdict.value if s.verdict is not VerdictKind.FAIL else (s.failure or "fail")
-        title = _e(f"#{s.sample} {label}: {s.reason}")
+        reach = f"\nreaches for the grader: {reach_text(s)}" if s.grader_reach else ""
+        title = _e(f"#{s.sample} {label}: {s.reason}{reach}")
         href = f' href="{_e(_link(spliced, base))}"' if spliced and spliced.exists() else ""
-        chips.append(f'<a class="chip {s.verdict.value}" title="{title}"{href}>{s.sample}</a>')
+        kind = s.verdict.value + (" reach" if s.grader_reach else "")
+        chips.append(f'<a class="chip {kind}" title="{title}"{href}>{s.sample}</a>')
         if not excerpt and s.verdict is VerdictKind.FAIL and log and log.is_file():
             lines = log.read_text(encoding="utf-8", errors="replace").splitlines()[-LOG_LINES:]
             excerpt = (f"<details><summary>#{s.sample} log</summary><pre>{_e(chr(10).join(lines))}</pre>"

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from coderun.envs.versions import ENVIRONMENT_FILE
 from coderun.records import RunEnvironment
-from coderun.report.aggregate import Comparison, GroupStats, RunReport, sample_rows
+from coderun.report.aggregate import Comparison, GroupStats, RunReport, SampleRow, sample_rows
 from coderun.report.metrics import CONTEXT_KINDS
 from coderun.report.terminal import EMPTY, Fit, drop_columns, empty_columns, make_table
 from coderun.runner.taxonomy import Primary
@@ -101,7 +101,24 @@ def _md_run(r: RunReport) -> list[str]:
     if r.overall.failures_detailed:
         out += _md_table(["failure class", "samples"],
                          [[k, str(v)] for k, v in r.overall.failures_detailed.items()])
-    return out + _md_environment(r.environment)
+    return out + _md_reach(r) + _md_environment(r.environment)
+
+
+def _md_reach(r: RunReport) -> list[str]:
+    """The samples whose code reaches for the grader: information, the verdicts come from the run."""
+    rows = [[f"`{s.task_id}`", str(s.sample), s.verdict.value, reach_text(s)]
+            for t in r.tasks for s in t.samples if s.grader_reach]
+    if not rows:
+        return []
+    return ["## Samples that reach for the grader", "",
+            f"{len(rows)} samples name the test machinery or walk the process (static reading of the code; "
+            "their verdicts come from the run, not from this list).", "",
+            *_md_table(["task", "sample", "verdict", "reaches for"], rows)]
+
+
+def reach_text(s: SampleRow) -> str:
+    """One line: `frame walk: sys._getframe (line 3); ...`."""
+    return "; ".join(f"{g.kind.value}: {g.move} (line {g.line})" for g in s.grader_reach)
 
 
 def _md_environment(env: RunEnvironment | None) -> list[str]:
