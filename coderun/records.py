@@ -226,6 +226,8 @@ class FindingKind(str, Enum):
     PLUGIN_REGISTERED_DURING_TESTS = "plugin_registered_during_tests"
     RUNTIME_REPLACED = "runtime_replaced"            # a builtin, or a sys attribute pytest calls
     OUTCOME_FORGED = "outcome_forged"                # a phase that raised, reported otherwise
+    # the records' pass not borne out by what the process wrote elsewhere (runner/corroborate)
+    UNCORROBORATED = "uncorroborated"
     UNKNOWN_REPORTER_CODE = "unknown_reporter_code"   # a code coderun does not know: fail safe
     # read from runs stored before findings had kinds (a plain message, sorted by its words as grading did)
     LEGACY_MACHINERY = "legacy_machinery"
@@ -264,6 +266,7 @@ class Evidence(Record):
     log_tail: str = ""                       # last lines of stdout/stderr (for failure classes)
     log_path: str | None = None
     tampering: list[Finding] = Field(default_factory=list)  # signs the sample touched the project or tests
+    integrity_ms: float | None = None        # the reporter's integrity check (snapshot + verifies), its cost
 
     def machinery(self) -> list[Finding]:
         """The findings that mean the outcomes may be forged (see FindingKind.machinery)."""

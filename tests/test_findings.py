@@ -144,8 +144,10 @@ def test_a_per_test_timeout_is_known_by_its_exception_not_its_words(request, exe
 def test_an_overflowing_reporter_channel_is_reported_not_graded():
     """The reporter channel's overflow stays a note, as it was before findings had kinds."""
     run = SampleRun(relfile="pkg/mod.py", new_source=GOOD, nodeids=["t::a"], timeout=1, per_test_timeout=1, env={})
-    records = [{"kind": "begin", "nodeid": "t::a"}, {"kind": "test", "nodeid": "t::a", "outcome": "passed"}]
-    ev = build_evidence(run, ExecResult(0, "", "", False, False, 0.1), records, {}, {}, overflowed=True)
+    records = [{"kind": "begin", "nodeid": "t::a"}, {"kind": "test", "nodeid": "t::a", "outcome": "passed"},
+               {"kind": "finish", "exitstatus": 0}]
+    result = ExecResult(0, "1 passed in 0.01s\n", "", False, False, 0.1)
+    ev = build_evidence(run, result, records, {}, {}, overflowed=True)
     assert [f.kind for f in ev.tampering] == [FindingKind.REPORTER_CHANNEL_OVERFLOW]
     assert grade(ev.expected, ev).verdict is VerdictKind.PASS
 
@@ -153,9 +155,11 @@ def test_an_overflowing_reporter_channel_is_reported_not_graded():
 def test_a_tamper_record_without_a_known_code_is_machinery():
     """Fail safe: a record of a kind the host does not know (or with no code) decides as tampering."""
     run = SampleRun(relfile="pkg/mod.py", new_source=GOOD, nodeids=["t::a"], timeout=1, per_test_timeout=1, env={})
-    records = [{"kind": "test", "nodeid": "t::a", "outcome": "passed"}, {"kind": "tamper", "what": "no code"},
-               {"kind": "tamper", "code": "conftest_created", "what": "a host kind from the sandbox"}]
-    ev = build_evidence(run, ExecResult(0, "", "", False, False, 0.1), records, {}, {})
+    records = [{"kind": "begin", "nodeid": "t::a"}, {"kind": "test", "nodeid": "t::a", "outcome": "passed"},
+               {"kind": "tamper", "what": "no code"},
+               {"kind": "tamper", "code": "conftest_created", "what": "a host kind from the sandbox"},
+               {"kind": "finish", "exitstatus": 0}]
+    ev = build_evidence(run, ExecResult(0, "1 passed in 0.01s\n", "", False, False, 0.1), records, {}, {})
     assert [f.kind for f in ev.tampering] == [FindingKind.UNKNOWN_REPORTER_CODE] * 2
     v = grade(ev.expected, ev)
     assert (v.verdict, v.failure) == (VerdictKind.FAIL, "other/tampering")

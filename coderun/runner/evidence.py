@@ -25,6 +25,7 @@ from pathlib import Path
 
 from coderun.harness import HARNESS_DIR
 from coderun.records import OUTCOME_RANK, Evidence, Finding, FindingKind, TestOutcome
+from coderun.runner.corroborate import corroborate
 from coderun.sandbox.base import ExecResult, Sandbox
 
 REPORTER_MODULE = "coderun_reporter"
@@ -112,10 +113,22 @@ def build_evidence(run: SampleRun, result: ExecResult, records: list[dict], pris
     if overflowed:
         findings.append(_finding(FindingKind.REPORTER_CHANNEL_OVERFLOW))
     findings += reporter_findings(records)
+    if not result.timed_out and not test_timed_out:
+        findings += corroborate(run.nodeids, records, result.returncode, result.stdout)
     return Evidence(expected=run.nodeids, outcomes=outcomes, exit_code=result.returncode,
                     timed_out=result.timed_out or test_timed_out, duration=result.duration,
                     log_tail=_tail(result), log_path=str(run.log_path) if run.log_path else None,
-                    tampering=list(dict.fromkeys(findings)))
+                    tampering=list(dict.fromkeys(findings)), integrity_ms=_integrity_ms(records))
+
+
+def _integrity_ms(records: list[dict]) -> float | None:
+    """What the reporter's integrity check cost this run, from its finish record (None: no such record)."""
+    for rec in records:
+        cost = rec.get("integrity") if rec.get("kind") == "finish" else None
+        if isinstance(cost, dict):
+            with contextlib.suppress(TypeError, ValueError):
+                return float(cost.get("snapshot_ms", 0)) + float(cost.get("verify_ms", 0))
+    return None
 
 
 def _finding(kind: FindingKind, **words: str) -> Finding:
