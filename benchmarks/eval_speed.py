@@ -8,7 +8,9 @@ beside the repository)
 on the built-in tasks that carry a CoderEval alias (`coderun tasks build <project>` makes them). Each
 repetition evaluates the set with `naive` and then with `workers`, and prints: samples, unique samples,
 wall time of each, the ratio, the median per-sample overhead of workers (the wall time of each unique
-sample minus its mapped tests' baseline duration) and whether every verdict agreed. Environments and
+sample minus its mapped tests' baseline duration), the median cost of the reporter's integrity check per
+sample with each executor (its snapshot and its verification after every test, as the reporter measured
+them) and whether every verdict agreed. Environments and
 images are built (or found) before anything is timed.
 """
 
@@ -64,6 +66,13 @@ def overheads(results: dict, tasks: dict) -> list[float]:
     return out
 
 
+def integrity_ms(results: dict) -> float:
+    """Median cost of the integrity check per unique sample that ran (the reporter's own figure)."""
+    costs = [r.evidence.integrity_ms for r in results.values()
+             if r.evidence is not None and r.evidence.integrity_ms is not None and "(same code as" not in r.reason]
+    return statistics.median(costs) if costs else float("nan")
+
+
 def one_round(args, settings, tasks, backend: str, samples: Path, work: Path, n: int, unique: int) -> dict:
     by_id = {t.task_id: t for t in tasks}
     naive_wall, naive_sum, naive = evaluate(settings, tasks, samples, backend, "naive", args.jobs, work / "naive")
@@ -75,12 +84,15 @@ def one_round(args, settings, tasks, backend: str, samples: Path, work: Path, n:
            "ratio": naive_wall / wk_wall, "overhead_ms": 1000 * statistics.median(over) if over else float("nan"),
            "agree": not differ and len(naive) == len(workers), "differ": differ,
            "infra": (naive_sum.infra, wk_sum.infra), "fallbacks": len(wk_sum.problems),
-           "passed": (naive_sum.passed, wk_sum.passed)}
+           "passed": (naive_sum.passed, wk_sum.passed),
+           "integrity_ms": (integrity_ms(naive), integrity_ms(workers))}
     print(f"{backend:6} samples {n:4}  unique {unique:4}  naive {naive_wall:7.1f}s  workers {wk_wall:6.1f}s  "
           f"ratio {row['ratio']:5.1f}x  median overhead {row['overhead_ms']:6.0f} ms  "
           f"verdicts {'all agree' if row['agree'] else f'{len(differ)} DIFFER'}  "
           f"pass {naive_sum.passed}/{wk_sum.passed}  infra {naive_sum.infra}/{wk_sum.infra}  "
           f"fallbacks {row['fallbacks']}", flush=True)
+    print(f"{backend:6} integrity check per sample, median: naive {row['integrity_ms'][0]:.1f} ms, "
+          f"workers {row['integrity_ms'][1]:.1f} ms", flush=True)
     for k in differ[:10]:
         w = workers.get(k)
         print(f"   differs {k}: naive {naive[k].verdict.value} {naive[k].failure} | workers "
@@ -125,7 +137,8 @@ def main() -> None:
             if len(mine) > 1:
                 print(f"{backend}: ratio {spread([r['ratio'] for r in mine])}x; workers "
                       f"{spread([r['workers_s'] for r in mine])}s; naive {spread([r['naive_s'] for r in mine])}s; "
-                      f"overhead {spread([r['overhead_ms'] for r in mine])} ms; "
+                      f"overhead {spread([r['overhead_ms'] for r in mine])} ms; integrity (workers) "
+                      f"{spread([r['integrity_ms'][1] for r in mine])} ms; "
                       f"all verdicts agree in {sum(r['agree'] for r in mine)}/{len(mine)} runs")
 
 

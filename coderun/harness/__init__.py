@@ -12,6 +12,9 @@ from pathlib import Path
 
 HARNESS_DIR = Path(__file__).parent
 
+# The reporter (a pytest plugin, loaded with `-p coderun_reporter`) and what it imports: every executor's.
+REPORTER_FILES = ("coderun_reporter.py", "coderun_integrity.py")
+
 # What the worker needs in the sandbox's harness folder besides the reporter (coderun_worker.py runs there).
 WORKER_FILES = (
     "coderun_worker.py",      # the worker process (its entry point)

@@ -9,35 +9,30 @@ removed from os.environ as soon as it is imported (before conftest files or test
     CODERUN_TEST_TIMEOUT    seconds allowed per test (setup + call + teardown); 0 disables
 
 Records: `start`, `collected` (node ids and collection errors), `begin` / `test` per test, `tamper`
-(pytest or unittest result machinery patched, or plugins registered after collection; a stable `code`
-and the words `what`), `note` (the same machinery replaced by code of an installed package, i.e. a test
-dependency such as flexmock), `finish`.
+(the harness changed: a stable `code` and the words `what`), `note` (the same machinery replaced by code of
+an installed package, i.e. a test dependency such as flexmock), `finish`.
 `--coderun-keep NODEID` (repeatable) selects the tests to run after collection.
 
-What this guarantees, honestly: the generated code runs in this same process, so code written to
-attack coderun specifically can forge records. What it cannot do by accident or with generic tricks:
-exiting early (`sys.exit`, `os._exit`, signals, KeyboardInterrupt) leaves tests without a `test`
-record, and a missing test is a failure; printed "PASSED" lines and fake junit files are never read;
-a test that hangs is stopped by SIGALRM, and by faulthandler (which ends the process) if the alarm is
-swallowed; replacing pytest/unittest reporting functions or registering hooks after collection is
-reported as tampering.
+What this guarantees, honestly: the generated code runs in this same process, so code written to attack
+coderun specifically can forge records; the host corroborates a pass with what the process wrote elsewhere
+(runner/corroborate.py). Generic moves are caught: an early exit leaves tests without a `test` record; a hang
+is stopped by SIGALRM, then faulthandler; any change to pytest's, pluggy's, unittest's or this module's
+objects, the builtins or the sys attributes pytest calls is named (coderun_integrity); a phase that
+raised cannot be reported as passed.
 """
 
 from __future__ import annotations
 
-import builtins
 import contextlib
 import faulthandler
-import itertools
 import json
-import operator
 import os
 import signal
 import sys
 import time
-import types
 
 import _pytest.outcomes as _pytest_outcomes
+import coderun_integrity as integrity
 import pytest
 
 _TOKEN, _TIMEOUT, _ROOT, _FD, _STDERR = "", 0.0, "", -1, None
@@ -86,121 +81,8 @@ def _on_alarm(signum, frame):
     raise TestTimeout(_MESSAGES["timeout"].format(seconds=f"{_TIMEOUT:g}"))
 
 
-# -- the integrity of the harness -------------------------------------------------------------------
-# Taken once every plugin is loaded (pytest_sessionstart), verified after every test and at the end: the
-# identity of every entry of the module dicts and class dicts (methods, properties, descriptors) and the
-# code object of every function of pytest, _pytest, pluggy, unittest and this reporter, of every builtin,
-# and of the `sys` attributes they call. Nothing is enumerated move by move: any change is named.
-# The tools are bound here, at import, before any sample's code runs; identities are compared, never names
-# or values (a forged object's __eq__ is never called).
-
-_FAMILIES = ("pytest", "_pytest", "pluggy", "unittest", "coderun_reporter")
-_SYS_NAMES = ("modules", "exc_info", "_getframe", "exit", "meta_path", "path_hooks", "settrace", "gettrace",
-              "setprofile", "getrecursionlimit")
-# Module globals that pytest itself sets while a test runs (the assertion plugin's per-test hooks): their
-# value is state, not machinery. Measured on the built-in projects' tests.
-_STATE = frozenset({("_pytest.assertion.util", "_reprcompare"), ("_pytest.assertion.util", "_assertion_pass"),
-                    ("_pytest.assertion.util", "_config")})
-# A class attribute pytest sets on a node class the first time one is made (nodes.py, a warning shown once).
-_STATE_KEYS = frozenset({"_pytest_diamond_inheritance_warning_shown"})
-_id, _map, _list, _len, _type, _isinstance = id, map, list, len, type, isinstance
-_chain = itertools.chain.from_iterable
-_values, _code_of = operator.methodcaller("values"), operator.attrgetter("__code__")
-_FunctionType, _BUILTINS, _SYS = types.FunctionType, vars(builtins), sys
-_integrity: dict[str, object] = {}
-_cost = {"snapshot_ms": 0.0, "verify_ms": 0.0, "verifies": 0}   # in the `finish` record, for benchmarks
-_clock = time.perf_counter
+_isinstance, _type, _list = isinstance, type, list   # bound before any sample's code runs
 _SKIP = (_pytest_outcomes.Skipped,)
-
-
-def _harness_modules() -> list[tuple[str, object]]:
-    return sorted((name, mod) for name, mod in list(sys.modules.items())
-                  if mod is not None and name.partition(".")[0] in _FAMILIES)
-
-
-def _take_integrity() -> None:
-    """Which mappings and functions to watch (found once), then what they hold now."""
-    import unittest  # noqa: F401  (so unittest's classes are there to be watched)
-
-    mappings: list[tuple[str, object]] = [("builtins", _BUILTINS)]
-    functions: list[tuple[str, object]] = []
-    seen: set[int] = set()
-    for name, mod in _harness_modules():
-        mappings.append((name, vars(mod)))
-        for attr, value in list(vars(mod).items()):
-            _collect(f"{name}.{attr}", value, mappings, functions, seen)
-    _integrity.update(mappings=mappings, functions=functions)
-    _rebase()
-
-
-def _collect(label: str, value, mappings: list, functions: list, seen: set) -> None:
-    if _id(value) in seen:
-        return
-    if _isinstance(value, type) and str(getattr(value, "__module__", "")).partition(".")[0] in _FAMILIES:
-        seen.add(_id(value))
-        label = f"{value.__module__}.{value.__qualname__}"
-        mappings.append((label, vars(value)))
-        for attr, member in list(vars(value).items()):
-            inner = getattr(member, "__func__", None) or getattr(member, "fget", None) or member
-            if _isinstance(inner, _FunctionType) and _id(inner) not in seen:
-                seen.add(_id(inner))
-                functions.append((f"{label}.{attr}", inner))
-    elif _isinstance(value, _FunctionType) and str(value.__module__).partition(".")[0] in _FAMILIES:
-        seen.add(_id(value))
-        functions.append((f"{value.__module__}.{value.__qualname__}", value))
-
-
-def _rebase() -> None:
-    """What the watched mappings, functions and sys attributes hold now, kept by reference (so no id is
-    reused while it is compared)."""
-    names = [label for label, _ in _integrity["mappings"]]
-    mappings = [m for _, m in _integrity["mappings"]]
-    functions = [f for _, f in _integrity["functions"]]
-    copies = [dict(m) for m in mappings]
-    keys = _list(_chain(copies))
-    labels = _list(_chain([label] * _len(c) for label, c in zip(names, copies)))  # noqa: B905 (3.7)
-    codes = _list(_map(_code_of, functions))
-    _integrity.update(copies=copies, keys=keys, ids=_list(_map(_id, _chain(_map(_values, copies)))),
-                      state=[i for i, pair in enumerate(zip(labels, keys)) if pair in _STATE],  # noqa: B905
-                      codes=codes, code_ids=_list(_map(_id, codes)), plain_mappings=mappings,
-                      plain_functions=functions, sys={n: getattr(_SYS, n, None) for n in _SYS_NAMES})
-
-
-def _integrity_changes() -> list[tuple[str, str, object]]:
-    """(change, name, new value) of every change since the last rebase; [] fast when nothing changed."""
-    if not _integrity:
-        return []
-    mappings = _integrity["plain_mappings"]
-    ids = _list(_map(_id, _chain(_map(_values, mappings))))
-    held = _integrity["ids"]
-    if _len(ids) == _len(held):
-        for i in _integrity["state"]:
-            ids[i] = held[i]
-    same = (ids == held and _list(_chain(mappings)) == _integrity["keys"]
-            and _list(_map(_id, _map(_code_of, _integrity["plain_functions"]))) == _integrity["code_ids"]
-            and all([getattr(_SYS, n, None) is v for n, v in _integrity["sys"].items()]))
-    return [] if same else _name_changes()
-
-
-def _name_changes() -> list[tuple[str, str, object]]:
-    """The slow path, only when something differs: each change by name, pytest's own state left out."""
-    out = []
-    for (label, mapping), before in zip(_integrity["mappings"], _integrity["copies"]):  # noqa: B905
-        now = dict(mapping)
-        changed = [k for k in before if k not in now]
-        changed += [k for k in now if k not in before or now[k] is not before[k]]
-        for key in changed:
-            if (label, key) not in _STATE and key not in _STATE_KEYS:
-                change = "removed" if key not in now else "added" if key not in before else "replaced"
-                out.append((change, f"{label}.{key}", now.get(key)))
-    for (label, func), code in zip(_integrity["functions"], _integrity["codes"]):  # noqa: B905
-        if func.__code__ is not code:
-            out.append(("code", label, func))
-    for name, value in _integrity["sys"].items():
-        if getattr(_SYS, name, None) is not value:
-            out.append(("replaced", f"sys.{name}", getattr(_SYS, name, None)))
-    _rebase()  # report each change once
-    return out
 
 
 def _from_installed_package(obj) -> bool:
@@ -216,7 +98,8 @@ def _from_installed_package(obj) -> bool:
 # words a person reads. The host treats a code it does not know as tampering.
 _REPLACED_CODES = {"_pytest": "pytest_replaced", "pytest": "pytest_replaced", "pluggy": "pytest_replaced",
                    "unittest": "unittest_replaced", "coderun_reporter": "reporter_replaced",
-                   "builtins": "runtime_replaced", "sys": "runtime_replaced"}
+                   "coderun_integrity": "reporter_replaced", "builtins": "runtime_replaced",
+                   "sys": "runtime_replaced"}
 _PLUGINS_CODE = "plugin_registered_during_tests"
 _FORGED_CODE = "outcome_forged"
 _MESSAGES = {
@@ -234,10 +117,7 @@ _MESSAGES = {
 def _check_tampering(config, where: str) -> None:
     if config is None:
         return
-    started = _clock()
-    changes = _integrity_changes()
-    _cost["verify_ms"] += (_clock() - started) * 1000
-    _cost["verifies"] += 1
+    changes = integrity.changes()
     for change, name, new in changes:
         if _from_installed_package(new):
             # A test dependency hooking pytest (flexmock wraps call_runtest_hook): the project's own setup.
@@ -313,16 +193,13 @@ def pytest_collection_modifyitems(session, config, items):
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_sessionstart(session):
-    """Every plugin's configure has run: what is registered now came with the environment. An installed
-    plugin may register more objects in a configure that runs after ours (pytest-benchmark registers its
-    session in a trylast configure too), so the line is drawn here, not at our configure; the harness's
-    integrity is taken once every plugin's sessionstart has run too. A sample's code could run this early
-    only from a conftest the project loads first, as before."""
+    """Every plugin's configure has run (pytest-benchmark registers its session in a trylast configure,
+    after ours): what is registered now came with the environment. The harness's integrity is taken once
+    every plugin's sessionstart has run too. A sample's code runs this early only from a conftest the
+    project loads first."""
     _state["plugins_before_session"] = {id(p) for p in session.config.pluginmanager.get_plugins()}
     yield
-    started = _clock()
-    _take_integrity()
-    _cost["snapshot_ms"] = (_clock() - started) * 1000
+    integrity.take()
 
 
 def pytest_collectreport(report):
@@ -422,7 +299,7 @@ def pytest_runtest_logfinish(nodeid, location):
 
 def pytest_sessionfinish(session, exitstatus):
     _check_tampering(session.config, "at the end of the session")
-    _emit("finish", exitstatus=int(exitstatus), integrity=dict(_cost))
+    _emit("finish", exitstatus=int(exitstatus), integrity=dict(integrity.cost))
 
 
 def _module_of(plugin) -> str:

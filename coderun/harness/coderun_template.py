@@ -220,6 +220,7 @@ class Pause:
         if why:
             self.worker.send(protocol.not_ready(why))
             os._exit(0)
+        sys.modules["coderun_integrity"].prepare()  # what to watch, found once, not in every session
         try:
             serve_template(self.worker)
         except Resume:

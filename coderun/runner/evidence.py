@@ -23,7 +23,7 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
-from coderun.harness import HARNESS_DIR
+from coderun.harness import HARNESS_DIR, REPORTER_FILES
 from coderun.records import OUTCOME_RANK, Evidence, Finding, FindingKind, TestOutcome
 from coderun.runner.corroborate import corroborate
 from coderun.sandbox.base import ExecResult, Sandbox
@@ -89,7 +89,9 @@ def install_reporter(sandbox: Sandbox) -> str:
     harness = _installed.get(sandbox)
     if harness is None:
         harness = sandbox.harness_dir()
-        sandbox.write_file(posixpath.join(harness, f"{REPORTER_MODULE}.py"), _REPORTER_SOURCE.read_bytes())
+        files = {posixpath.join(harness, name): (HARNESS_DIR / name).read_bytes() for name in REPORTER_FILES}
+        files[posixpath.join(harness, f"{REPORTER_MODULE}.py")] = _REPORTER_SOURCE.read_bytes()
+        sandbox.write_files(files)
         _installed[sandbox] = harness
     return harness
 
