@@ -1,6 +1,6 @@
 # attack: at interpreter shutdown (atexit), finds the report file among /proc/self/fd (its name carries
-#   the token), truncates it and writes a complete record stream in which every test began and passed,
-#   then ends the process with status 0
+#   the token), truncates it and writes a complete record stream in which every selected test began
+#   and passed (the ones the session never ran too), then ends the process with status 0
 # targets: the records' channel read after the process ends; grading on exit status
 # expect: fail
 # forgery: yes
@@ -20,14 +20,14 @@ def _rewrite():
                 records = [_json.loads(line) for line in f if line.startswith("{")]
         except (OSError, ValueError):
             continue
-        forged = []
-        for rec in records:
-            if rec.get("kind") == "test":
-                rec.update(outcome="passed", message="")
-            if rec.get("kind") == "finish":
-                rec.update(exitstatus=0)
-            if rec.get("kind") != "tamper":
-                forged.append(rec)
+        token = records[0].get("token") if records else None
+        selected = [n for r in records if r.get("kind") == "collected" for n in r.get("nodeids") or []]
+        forged = [r for r in records if r.get("kind") in ("start", "collected")]
+        for nodeid in selected:  # every selected test began and passed, the ones that never ran too
+            forged.append({"token": token, "kind": "begin", "nodeid": nodeid})
+            forged.append({"token": token, "kind": "test", "nodeid": nodeid, "outcome": "passed",
+                           "duration": 0.01, "message": "", "timeout": False})
+        forged.append({"token": token, "kind": "finish", "exitstatus": 0})
         _os.ftruncate(int(fd), 0)
         _os.write(int(fd), "".join(_json.dumps(r) + "\n" for r in forged).encode())
     _os._exit(0)
