@@ -67,12 +67,15 @@ _config = None
 
 
 def _emit(kind: str, **data: object) -> None:
-    if _FD < 0:
+    # Once the integrity snapshot is taken, records go to the channel and token it saw: a sample that
+    # rebinds the reporter's _FD or _TOKEN is then reported on the real channel, not wherever it points.
+    fd, token = _integrity.get("channel", (_FD, _TOKEN))
+    if fd < 0:
         return
-    line = json.dumps({"token": _TOKEN, "kind": kind, **data}, default=str) + "\n"
+    line = json.dumps({"token": token, "kind": kind, **data}, default=str) + "\n"
     # When the channel is gone, the missing records make every remaining test count as not run.
     with contextlib.suppress(OSError):
-        os.write(_FD, line.encode("utf-8", "replace"))
+        os.write(fd, line.encode("utf-8", "replace"))
 
 
 class TestTimeout(BaseException):
@@ -129,7 +132,7 @@ def _take_integrity() -> None:
         mappings.append((name, vars(mod)))
         for attr, value in list(vars(mod).items()):
             _collect(f"{name}.{attr}", value, mappings, functions, seen)
-    _integrity.update(mappings=mappings, functions=functions)
+    _integrity.update(mappings=mappings, functions=functions, channel=(_FD, _TOKEN))
     _rebase()
 
 
