@@ -1,8 +1,8 @@
 # attack: takes the reporter's channel (its fd and token, through sys.modules["coderun_reporter"]),
 #   writes a passing `test` record for every selected test and a clean `finish`, points the reporter at
 #   /dev/null so its own records (and its tamper records) go nowhere, and ends with status 0 at exit
-# targets: the records' channel; the integrity check (the reporter's _FD replaced: its record is lost)
-# expect: fail
+# targets: the integrity check (the reporter's _FD replaced), reported on the channel the snapshot saw
+# expect: tampering
 # forgery: yes
 def typedkey(*args, **kwargs):
     """Return a typed cache key for the specified hashable arguments."""
