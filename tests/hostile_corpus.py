@@ -48,6 +48,8 @@ class Hostile:
     targets: str
     expect: str        # timeout | tampering | fail
     code: str
+    task: str = TARGET  # the function the sample replaces (header `# task:`)
+    forgery: bool = False  # a wrong function that tries to be graded pass (header `# forgery: yes`)
 
 
 def corpus() -> list[Hostile]:
@@ -55,8 +57,15 @@ def corpus() -> list[Hostile]:
     for path in sorted(SAMPLES_DIR.glob("[0-9][0-9]_*.py")):
         code = path.read_text()
         head = _header(code)
-        out.append(Hostile(path.stem, head["attack"], head["targets"], head["expect"], code))
+        out.append(Hostile(path.stem, head["attack"], head["targets"], head["expect"], code,
+                           head.get("task", TARGET), head.get("forgery") == "yes"))
     return out
+
+
+def forgeries() -> list[Hostile]:
+    """The samples that are wrong (an honest run fails) and try to be graded pass from inside the test
+    process (issue 21): they need no sandbox to fail, so they are cheap to run with every executor."""
+    return [h for h in corpus() if h.forgery]
 
 
 def _header(code: str) -> dict[str, str]:
@@ -92,7 +101,7 @@ def write_samples(path: Path, hostile: list[Hostile], *, benign_every: int = 4) 
     rest = [g for g in good if not g[2].startswith("typedkey-ok")]
     rows: list[tuple[str, str, str]] = []
     for i, h in enumerate(hostile):
-        rows.append((TARGET, h.code, h.name))
+        rows.append((h.task, h.code, h.name))
         if (i + 1) % benign_every == 0 and good_ok:
             rows.append(good_ok.pop(0))
     rows += good_ok + rest
@@ -113,18 +122,23 @@ def user_manifests(folder: Path) -> Path:
 
 
 def eval_popen(samples: Path, run_dir: Path, backend: str, projects: Path, *extra: str,
-               env: dict[str, str] | None = None, resume: bool = False, **kw) -> subprocess.Popen:
-    """`coderun eval` in its own process (and session), as a user runs it."""
+               env: dict[str, str] | None = None, resume: bool = False, executor: str | None = None,
+               **kw) -> subprocess.Popen:
+    """`coderun eval` in its own process (and session), as a user runs it (with coderun's default
+    executor unless one is named)."""
     args = ["--resume", str(run_dir)] if resume else [
         "--samples", str(samples), "--project", PROJECT, "--backend", backend, "--run-dir", str(run_dir)]
+    if executor is not None and not resume:
+        args += ["--executor", executor]
     full_env = {**os.environ, "CODERUN_PROJECTS": str(projects), **(env or {})}
     return subprocess.Popen([sys.executable, "-m", "coderun", "eval", *args, "-j", "2", "--json", *extra],
                             env=full_env, start_new_session=True, **kw)
 
 
 def run_eval(samples: Path, run_dir: Path, backend: str, projects: Path, *extra: str, resume: bool = False,
-             env: dict[str, str] | None = None, timeout: float = 1800) -> subprocess.CompletedProcess:
-    proc = eval_popen(samples, run_dir, backend, projects, *extra, env=env, resume=resume,
+             env: dict[str, str] | None = None, timeout: float = 1800,
+             executor: str | None = None) -> subprocess.CompletedProcess:
+    proc = eval_popen(samples, run_dir, backend, projects, *extra, env=env, resume=resume, executor=executor,
                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         out, err = proc.communicate(timeout=timeout)

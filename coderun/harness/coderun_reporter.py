@@ -62,12 +62,15 @@ _config = None
 
 
 def _emit(kind: str, **data: object) -> None:
-    if _FD < 0:
+    # Once the integrity snapshot is taken, records go to the channel and token it saw: a sample that
+    # rebinds the reporter's _FD or _TOKEN is then reported on the real channel, not wherever it points.
+    fd, token = _state.get("channel") or (_FD, _TOKEN)
+    if fd < 0:
         return
-    line = json.dumps({"token": _TOKEN, "kind": kind, **data}, default=str) + "\n"
+    line = json.dumps({"token": token, "kind": kind, **data}, default=str) + "\n"
     # When the channel is gone, the missing records make every remaining test count as not run.
     with contextlib.suppress(OSError):
-        os.write(_FD, line.encode("utf-8", "replace"))
+        os.write(fd, line.encode("utf-8", "replace"))
 
 
 class TestTimeout(BaseException):
@@ -81,7 +84,7 @@ def _on_alarm(signum, frame):
     raise TestTimeout(_MESSAGES["timeout"].format(seconds=f"{_TIMEOUT:g}"))
 
 
-_isinstance, _type, _list = isinstance, type, list   # bound before any sample's code runs
+_isinstance, _type, _list, _len = isinstance, type, list, len   # bound before any sample's code runs
 _SKIP = (_pytest_outcomes.Skipped,)
 
 
@@ -200,6 +203,7 @@ def pytest_sessionstart(session):
     _state["plugins_before_session"] = {id(p) for p in session.config.pluginmanager.get_plugins()}
     yield
     integrity.take()
+    _state["channel"] = (_FD, _TOKEN)
 
 
 def pytest_collectreport(report):
@@ -267,11 +271,44 @@ def pytest_runtest_makereport(item, call):
 
 def _raw_error(item, call):
     """What the phase raised: pytest's CallInfo caught it, or, for a unittest case, unittest's own run
-    did and pytest's unittest plugin kept it on the item (read through the instance dict, as it wrote it)."""
+    did and handed it to pytest (recorded there, see _record_unittest_errors; else as pytest kept it on
+    the item, read through the instance dict as it wrote it)."""
     if call.excinfo is not None:
         return call.excinfo.value
+    raised = _unittest_raised.pop(id(item), None) if call.when == "call" else None
+    if raised is not None:
+        return raised
     kept = vars(item).get("_excinfo") if hasattr(item, "__dict__") else None
     return kept[0].value if _isinstance(kept, _list) and kept else None
+
+
+# What unittest handed to pytest, per item, recorded where pytest receives it: an item's own state (the
+# list it keeps what unittest raised in) is within reach of code walking the stack, this record is not by
+# a generic move, and the wrapper, installed at import before any sample's code, is part of the watched
+# harness like the rest of pytest's classes.
+_unittest_raised: dict[int, BaseException] = {}
+
+
+def _record_unittest_errors() -> None:
+    try:
+        from _pytest.unittest import TestCaseFunction
+    except ImportError:
+        return
+    original = vars(TestCaseFunction).get("_addexcinfo")
+    if original is None or getattr(original, "_coderun", False):
+        return
+
+    def _addexcinfo(self, rawexcinfo):
+        value = rawexcinfo[1] if _isinstance(rawexcinfo, tuple) and _len(rawexcinfo) == 3 else None
+        if _isinstance(value, BaseException):
+            _unittest_raised.setdefault(id(self), value)
+        return original(self, rawexcinfo)
+
+    _addexcinfo._coderun = True
+    TestCaseFunction._addexcinfo = _addexcinfo
+
+
+_record_unittest_errors()
 
 
 def _caused_by_timeout(exc) -> bool:
