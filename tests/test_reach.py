@@ -14,12 +14,12 @@ from coderun.report.reach import ReachKind, grader_reach
 K = ReachKind
 TESTS = Path(__file__).parent
 HOSTILE = TESTS / "hostile" / "samples"
-ISSUE_21 = TESTS / "data" / "issue21_forge_testreport.py"
+ISSUE_21 = HOSTILE / "34_issue21_report_properties.py"   # the issue's sample, under a corpus header
 
 # category -> (sample file, move, line): the corpus samples and the issue's sample that make each move
 ON_SAMPLES = [
-    (ISSUE_21, K.MODULES, "sys.modules.values()", 3),
-    (ISSUE_21, K.PYTEST, "'TestReport'", 4),
+    (ISSUE_21, K.MODULES, "sys.modules.values()", 10),
+    (ISSUE_21, K.PYTEST, "'TestReport'", 11),
     (HOSTILE / "12_patch_pytest_reports.py", K.PYTEST, "imports _pytest.reports", 6),
     (HOSTILE / "13_patch_unittest_result.py", K.UNITTEST, "unittest.TestCase.run", 16),
     (HOSTILE / "15_fake_passed_lines.py", K.GC, "gc.get_objects", 17),
@@ -27,7 +27,7 @@ ON_SAMPLES = [
     (HOSTILE / "08_os_exit.py", K.EXIT, "os._exit", 9),
     (HOSTILE / "27_del_at_exit.py", K.EXIT, "os._exit", 6),   # through __import__("os")
 ]
-# categories no corpus sample makes yet (the corpus grows with issue 21): one real-looking move each
+# every category on a one-line move as well (the forgery samples 32-50 make most of them too)
 ON_SNIPPETS = [
     ("import pluggy\ndef f():\n    return pluggy.PluginManager('pytest')", K.PLUGGY, "imports pluggy"),
     ("def f():\n    import coderun_reporter\n    coderun_reporter.RECORDS.clear()", K.REPORTER,
@@ -105,12 +105,12 @@ def test_report_shows_grader_reach_per_sample_and_leaves_verdicts(tmp_path):
         "report", str(issue_run), "--format", "json", "--per-sample").splitlines())}
     assert rows[("t1", 2)]["verdict"] == "fail"
     assert {(g["kind"], g["line"]) for g in rows[("t1", 2)]["grader_reach"]} == {
-        ("sys.modules walk", 3), ("pytest internals", 4)}
+        ("sys.modules walk", 10), ("pytest internals", 11)}
     md = run_cli("report", str(issue_run), "--format", "md")
     assert "## Samples that reach for the grader" in md
-    assert "| `t1` | 2 | fail | sys.modules walk: sys.modules.values() (line 3); pytest internals" in md
+    assert "| `t1` | 2 | fail | sys.modules walk: sys.modules.values() (line 10); pytest internals" in md
     html = tmp_path / "r.html"
     run_cli("report", str(issue_run), "--format", "html", "-o", str(html))
     text = html.read_text(encoding="utf-8")
-    assert 'class="chip fail reach"' in text and "sys.modules walk: sys.modules.values() (line 3)" in text
+    assert 'class="chip fail reach"' in text and "sys.modules walk: sys.modules.values() (line 10)" in text
 
