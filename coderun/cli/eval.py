@@ -48,6 +48,9 @@ def eval_command(
     executor: str = typer.Option("workers", "--executor", help="workers: a long-lived worker per project and "
                                  "slot forks a child per unique sample; naive: a fresh sandbox for every sample "
                                  "(the reference)."),
+    cluster: str = typer.Option(None, "--cluster", help="Run on a Ray cluster: ray (RAY_ADDRESS, else a "
+                                "local Ray instance), auto (a running cluster), ray://HOST:PORT (Ray Client) or "
+                                "the HOST:PORT of a running cluster. Needs pip install 'coderun[ray]'."),
     k: str = typer.Option("1,5,10", "-k", help="Comma-separated k for pass@k."),
     under_k: UnderK = typer.Option(UnderK.EXCLUDE, "--under-k", help="Tasks with fewer than k samples: "
                                    "exclude them, or count them CoderEval's way."),
@@ -71,9 +74,9 @@ def eval_command(
         store = _start(s, EvalRequest(
             samples=samples, ground_truth=ground_truth, blank=blank, projects=tuple(project or ()),
             level=Level.parse(level) if level else None, backend=backend or default_backend(), jobs=jobs,
-            include_weak=include_weak, run_dir=run_dir, label=label, executor=executor))
+            include_weak=include_weak, run_dir=run_dir, label=label, executor=executor, cluster=cluster))
     warn_if_unisolated(store.info().eval_config().backend)
-    summary = _execute(store, s, jobs if resume else None)
+    summary = _execute(store, s, jobs if resume else None, cluster)
     for note in summary.problems:  # samples that fell back from the workers executor to the naive one
         err_console.print(note, style="yellow", soft_wrap=True, markup=False, highlight=False)
     _finish(store, ks, under_k, summary, as_json, wide, s.runs)
@@ -161,7 +164,7 @@ def _build_missing_tasks(s, req: EvalRequest) -> tuple[Resolver, dict[str, str]]
     return resolver, failed
 
 
-def _execute(store: RunStore, s, jobs: int | None) -> RunSummary:
+def _execute(store: RunStore, s, jobs: int | None, cluster: str | None = None) -> RunSummary:
     total = len(store.samples())
     done = len([r for r in store.results() if r.verdict != VerdictKind.INFRA])
     counts = {"pass": 0, "fail": 0, "infra": 0}
@@ -178,7 +181,7 @@ def _execute(store: RunStore, s, jobs: int | None) -> RunSummary:
             rate = f"pass rate {counts['pass'] / graded:.1%}" if graded else ""
             bar.update(tid, advance=1, ok=counts["pass"], bad=counts["fail"], infra=counts["infra"], rate=rate)
 
-        return execute(store, s, jobs=jobs, progress=tick)
+        return execute(store, s, jobs=jobs, cluster=cluster, progress=tick)
 
 
 def _finish(store: RunStore, ks: list[int], under_k: UnderK, summary: RunSummary, as_json: bool,

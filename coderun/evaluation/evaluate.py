@@ -57,7 +57,8 @@ from coderun.records import (
     VerdictKind,
 )
 from coderun.runner.evidence import SampleRun
-from coderun.runner.executors import NaivePool, WorkerPool, make_pool
+from coderun.runner.executors import Pool, make_pool
+from coderun.runner.executors.cluster import parse_cluster
 from coderun.runner.grade import grade, grade_unspliceable
 from coderun.runner.splice import splice
 from coderun.runner.taxonomy import SpliceSite
@@ -84,12 +85,15 @@ class EvalRequest:
     run_dir: Path | None = None
     label: str = ""
     executor: Executor = Executor.WORKERS
+    cluster: str | None = None      # run on a Ray cluster (runner/executors/cluster.py); not kept in the run
 
     def __post_init__(self) -> None:
         if sum([self.samples is not None, self.ground_truth, self.blank]) != 1:
             raise UsageError("give exactly one of --samples FILE, --ground-truth or --blank")
         object.__setattr__(self, "backend", Backend.parse(self.backend))     # a name given as a string
         object.__setattr__(self, "executor", Executor.parse(self.executor))
+        if self.cluster:
+            parse_cluster(self.cluster)
 
     def config(self, tasks: list[Task], settings: Settings) -> RunConfig:
         projects = sorted({t.project for t in tasks})
@@ -226,9 +230,10 @@ class _Unit:
         return sum(self.task.test_durations.values()) * len(self.task.runs())
 
 
-def execute(store: RunStore, settings: Settings, *, jobs: int | None = None,
+def execute(store: RunStore, settings: Settings, *, jobs: int | None = None, cluster: str | None = None,
             progress: Callable[[Result], None] = lambda _r: None) -> RunSummary:
-    """Evaluate every sample of the run that has no result yet (infra results are retried)."""
+    """Evaluate every sample of the run that has no result yet (infra results are retried); with `cluster`,
+    on a Ray cluster, with as many units at once as it has CPUs."""
     config = store.info().eval_config()
     jobs = max(1, int(jobs or config.jobs or 1))
     tasks = {t.task_id: t.task for t in store.tasks() if t.task is not None}
@@ -237,9 +242,10 @@ def execute(store: RunStore, settings: Settings, *, jobs: int | None = None,
     summary = RunSummary(store.path)
     projects = _projects(sorted({u.task.project for u in units}), config, settings, tasks)
     summary.problems += _record_environments(store, projects)
-    with make_pool(config.executor, config.backend, {n: p.spec for n, p in projects.items()}, jobs) as pool:
+    with make_pool(config.executor, config.backend, {n: p.spec for n, p in projects.items()}, jobs,
+                   cluster=cluster, manifests={n: p.manifest for n, p in projects.items()}) as pool:
         try:
-            _run_units(units, store, pool, projects, jobs, summary, progress)
+            _run_units(units, store, pool, projects, getattr(pool, "slots", jobs), summary, progress)
         finally:
             summary.problems += pool.notes  # samples that fell back from workers to the naive path
     return summary
@@ -310,7 +316,7 @@ def _changes(old_python: str, new_python: str, old: list[Package], new: list[Pac
     return python + differences(old, new)
 
 
-def _run_units(units: list[_Unit], store: RunStore, pool: WorkerPool | NaivePool, projects: dict[str, _Project],
+def _run_units(units: list[_Unit], store: RunStore, pool: Pool, projects: dict[str, _Project],
                jobs: int, summary: RunSummary, progress: Callable[[Result], None]) -> None:
     consecutive_infra = 0
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="coderun-eval") as ex:
@@ -371,7 +377,7 @@ def _slug(task_id: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", task_id).strip("_")
 
 
-def _evaluate_unit(unit: _Unit, store: RunStore, pool: WorkerPool | NaivePool, project: _Project) -> list[Result]:
+def _evaluate_unit(unit: _Unit, store: RunStore, pool: Pool, project: _Project) -> list[Result]:
     task, first = unit.task, unit.samples[0]
     started = time.monotonic()
     original = (project.tree / task.file).read_text(encoding="utf-8")
@@ -402,7 +408,7 @@ def _evaluate_unit(unit: _Unit, store: RunStore, pool: WorkerPool | NaivePool, p
     return _record(store, unit, verdict, evidence, spliced_path, log_path, time.monotonic() - started)
 
 
-def _run(unit: _Unit, pool: WorkerPool | NaivePool, project: _Project, new_source: str,
+def _run(unit: _Unit, pool: Pool, project: _Project, new_source: str,
          log_path: Path, conf: ConfigurationTests) -> Evidence:
     task, manifest = unit.task, project.manifest
     per_test, total = _timeouts(task, manifest, conf.tests)
