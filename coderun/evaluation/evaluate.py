@@ -58,7 +58,7 @@ from coderun.records import (
 )
 from coderun.runner.evidence import SampleRun
 from coderun.runner.executors import Pool, make_pool
-from coderun.runner.executors.cluster import parse_cluster
+from coderun.runner.executors.cluster import parse_cluster, require_ray
 from coderun.runner.grade import grade, grade_unspliceable
 from coderun.runner.splice import splice
 from coderun.runner.taxonomy import SpliceSite
@@ -92,8 +92,9 @@ class EvalRequest:
             raise UsageError("give exactly one of --samples FILE, --ground-truth or --blank")
         object.__setattr__(self, "backend", Backend.parse(self.backend))     # a name given as a string
         object.__setattr__(self, "executor", Executor.parse(self.executor))
-        if self.cluster:
+        if self.cluster:  # before the run folder is made
             parse_cluster(self.cluster)
+            require_ray()
 
     def config(self, tasks: list[Task], settings: Settings) -> RunConfig:
         projects = sorted({t.project for t in tasks})

@@ -49,7 +49,8 @@ def parse_cluster(spec: str) -> dict[str, object]:
                      "Ray cluster")
 
 
-def _ray():
+def require_ray():
+    """The ray module; a UsageError saying how to install it when it is missing."""
     try:
         import ray
     except ImportError:
@@ -122,7 +123,7 @@ class ClusterPool:
         self._started_ray = False
 
     def __enter__(self) -> ClusterPool:
-        ray = self._ray = _ray()
+        ray = self._ray = require_ray()
         if not ray.is_initialized():
             ray.init(**self.init_args, include_dashboard=False, log_to_driver=False, configure_logging=False)
             self._started_ray = True
@@ -165,7 +166,8 @@ class ClusterPool:
             with self._lock:
                 self.notes += notes
             if log is not None and run.log_path is not None:
-                run.log_path.write_text(log, encoding="utf-8")
+                rerun = "".join(f"coderun: re-run: an actor running this sample was lost ({why})\n" for why in lost)
+                run.log_path.write_text(rerun + log, encoding="utf-8")
             return evidence.model_copy(update={"log_path": str(run.log_path) if run.log_path else None})
         raise SandboxError(f"{project}: lost the actor {MAX_ATTEMPTS} times ({', '.join(lost)})")
 
