@@ -30,7 +30,8 @@ from coderun.records import Evidence
 from coderun.runner.evidence import SampleRun
 from coderun.sandbox import SandboxSpec
 
-MAX_ATTEMPTS = 3   # runs of one unit on lost actors before it is recorded as infrastructure
+MAX_ATTEMPTS = 3          # runs of one unit on lost actors before it is recorded as infrastructure
+NO_CPU_TIMEOUT = 600.0    # seconds a unit waits for a CPU of the cluster (all nodes lost) before infra
 INSTALL_HINT = "install the extra: pip install 'coderun[ray]'"
 
 
@@ -119,6 +120,7 @@ class ClusterPool:
         self._count = 0                              # live actors
         self._slots = itertools.count()              # each actor's sandbox gets a slot of its own
         self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._ray = None
         self._started_ray = False
 
@@ -172,30 +174,50 @@ class ClusterPool:
         raise SandboxError(f"{project}: lost the actor {MAX_ATTEMPTS} times ({', '.join(lost)})")
 
     def _lend(self, project: str):
-        """An idle actor of the project, else a new one; at the cluster's size, an idle actor of another
-        project is ended first (an actor holds its CPU while it lives, so they must not pile up)."""
-        with self._lock:
-            for i, (p, _) in enumerate(self._idle):
-                if p == project:
-                    return self._idle.pop(i)[1]
-            if self._count >= self.slots and self._idle:
-                _, old = self._idle.pop(0)
-                self._count -= 1
-                with contextlib.suppress(Exception):
-                    old.close.remote()
-                    self._ray.kill(old, no_restart=True)
+        """An idle actor of the project, else a new one while the live nodes have a CPU for it; else an idle
+        actor of another project is ended first (an actor holds its CPU while it lives); else wait for an
+        actor to come back. The capacity is read again each time, so a lost node's CPUs are not counted."""
+        waited = 0.0
+        with self._cond:
+            while True:
+                for i, (p, _) in enumerate(self._idle):
+                    if p == project:
+                        return self._idle.pop(i)[1]
+                if self._count < self._capacity():
+                    break
+                if self._idle:
+                    _, old = self._idle.pop(0)
+                    self._count -= 1
+                    with contextlib.suppress(Exception):  # after its sandbox is closed, in its queue's order
+                        old.close.remote()
+                        old.__ray_terminate__.remote()
+                    continue
+                if waited >= NO_CPU_TIMEOUT:
+                    raise SandboxError(f"{project}: no CPU of the cluster came free in {NO_CPU_TIMEOUT:g} s")
+                self._cond.wait(timeout=5.0)
+                waited += 5.0
             self._count += 1
             spec = replace(self.specs[project], slot=next(self._slots))
         memory = max(1, spec.limits.memory_mb) * 2**20 if spec.limits and spec.limits.memory_mb else None
         options = {"memory": memory} if memory else {}
         return self._actor_class.options(**options).remote(self.backend, spec, self.manifests.get(project))
 
+    def _capacity(self) -> int:
+        """CPUs of the nodes alive now."""
+        try:
+            return int(self._ray.cluster_resources().get("CPU", 0))
+        except Exception:  # noqa: BLE001  (the GCS briefly unreachable: keep the last figure)
+            return self.slots
+
     def _give_back(self, project: str, actor) -> None:
-        with self._lock:
+        with self._cond:
             self._idle.append((project, actor))
+            self._cond.notify_all()
 
     def _forget(self, actor) -> None:
-        with self._lock:
+        """A lost actor: its sandbox went with it (the guardian ends what a killed owner leaves)."""
+        with self._cond:
             self._count -= 1
+            self._cond.notify_all()
         with contextlib.suppress(Exception):
             self._ray.kill(actor, no_restart=True)
