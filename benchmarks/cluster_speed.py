@@ -31,9 +31,8 @@ from coderun.config import load_settings
 from coderun.evaluation.store import RunStore
 from coderun.manifests.schema import find_manifest
 from coderun.sandbox.project import project_sandbox_spec
-from coderun.tasks import load_tasks
 
-from eval_speed import DEFAULT_SAMPLES, overheads, sample_file
+from eval_speed import DEFAULT_SAMPLES, codereval_tasks, overheads, sample_file
 
 TESTS = Path(__file__).resolve().parents[1] / "tests"
 sys.path.insert(0, str(TESTS))
@@ -104,12 +103,8 @@ def main() -> None:
     args = ap.parse_args()
     if reason := skip_reason():
         raise SystemExit(f"cannot simulate a cluster here: {reason}")
-    if not args.samples.is_file():
-        raise SystemExit(f"samples file not found: {args.samples} (pass --samples FILE)")
     settings = load_settings()
-    tasks = [t for t in load_tasks(settings) if t.aliases and (not args.project or t.project in args.project)]
-    if not tasks:
-        raise SystemExit("no built task with a CoderEval alias: build some with `coderun tasks build <project>`")
+    tasks = codereval_tasks(args, settings)
     for name in sorted({t.project for t in tasks}):  # build or find every env/image before timing
         project_sandbox_spec(find_manifest(name, settings), settings, args.backend)
     with tempfile.TemporaryDirectory(prefix="coderun-clusterspeed-") as tmp:

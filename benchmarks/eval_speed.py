@@ -44,6 +44,16 @@ def sample_file(args, tasks, out: Path) -> tuple[int, int]:
     return len(chosen), len({(s.task_id, " ".join(s.code.split())) for s in chosen})
 
 
+def codereval_tasks(args, settings) -> list:
+    """The built tasks with a CoderEval alias (of `args.project` when given); exits saying what is missing."""
+    if not args.samples.is_file():
+        raise SystemExit(f"samples file not found: {args.samples} (pass --samples FILE)")
+    tasks = [t for t in load_tasks(settings) if t.aliases and (not args.project or t.project in args.project)]
+    if not tasks:
+        raise SystemExit("no built task with a CoderEval alias: build some with `coderun tasks build <project>`")
+    return tasks
+
+
 def evaluate(settings, tasks, samples: Path, backend: str, executor: str, jobs: int, run_dir: Path):
     req = EvalRequest(samples=samples, backend=backend, jobs=jobs, executor=executor, run_dir=run_dir,
                       label=f"{executor} {backend}")
@@ -113,12 +123,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--samples", type=Path, default=DEFAULT_SAMPLES)
     args = ap.parse_args()
-    if not args.samples.is_file():
-        raise SystemExit(f"samples file not found: {args.samples} (pass --samples FILE)")
     settings = load_settings()
-    tasks = [t for t in load_tasks(settings) if t.aliases and (not args.project or t.project in args.project)]
-    if not tasks:
-        raise SystemExit("no built task with a CoderEval alias: build some with `coderun tasks build <project>`")
+    tasks = codereval_tasks(args, settings)
     backends = ["local", "docker"] if args.backend == "both" else [args.backend]
     print(f"tasks with CoderEval aliases: {len(tasks)} in {', '.join(sorted({t.project for t in tasks}))}; "
           f"jobs {args.jobs}")
