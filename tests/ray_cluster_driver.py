@@ -12,7 +12,7 @@ are counted in RUN/run.sqlite, opened read-only:
   --kill-after K    once K results are committed, the eval process is killed (SIGKILL), then
                     `coderun eval --resume RUN --cluster ADDRESS` finishes the run on the same cluster.
 The JSON on stdout: the cluster's address and nodes, each coderun process (argv, exit code, seconds, its
-output files) and each event with the number of results committed when it happened.
+output files) and each event with the results committed when it happened (and their finished_at).
 """
 
 from __future__ import annotations
@@ -30,16 +30,21 @@ from pathlib import Path
 NODE = {"num_cpus": 1, "node_ip_address": "127.0.0.1"}
 
 
-def committed(run_dir: Path) -> int:
-    """Results committed in the run's store, read-only (0 while the store does not exist yet)."""
+def finished(run_dir: Path) -> dict[str, str]:
+    """{"task_id#idx": finished_at} of the results committed in the run's store, read-only (empty while the
+    store does not exist yet). A result written again later (a sample run twice) gets a new finished_at."""
     db = run_dir / "run.sqlite"
     if not db.exists():
-        return 0
+        return {}
     try:
         with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as con:
-            return con.execute("SELECT count(*) FROM results").fetchone()[0]
+            return {f"{t}#{i}": at for t, i, at in con.execute("SELECT task_id, idx, finished_at FROM results")}
     except sqlite3.OperationalError:  # not made yet, or locked for longer than the timeout
-        return 0
+        return {}
+
+
+def committed(run_dir: Path) -> int:
+    return len(finished(run_dir))
 
 
 def start_cluster(nodes: int):
@@ -85,6 +90,12 @@ def watch(ev: Eval, run_dir: Path, after: int, deadline: float) -> int | None:
     return None
 
 
+def event(name: str, n: int, run_dir: Path) -> dict:
+    """What happened, the results committed when it was decided (n) and right after, with their times."""
+    rows = finished(run_dir)
+    return {"event": name, "committed": n, "committed_after": len(rows), "finished": rows}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=2)
@@ -110,15 +121,13 @@ def main() -> None:
             n = watch(ev, args.run_dir, args.remove_after, deadline)
             if n is not None and workers:
                 cluster.remove_node(workers.pop())
-                report["events"].append({"event": "node removed", "committed": n,
-                                         "committed_after": committed(args.run_dir)})
+                report["events"].append(event("node removed", n, args.run_dir))
         if args.kill_after is not None:
             n = watch(ev, args.run_dir, args.kill_after, deadline)
             if n is not None:
                 os.kill(ev.proc.pid, signal.SIGKILL)
                 ev.proc.wait()
-                report["events"].append({"event": "driver killed", "committed": n,
-                                         "committed_after": committed(args.run_dir)})
+                report["events"].append(event("driver killed", n, args.run_dir))
         ev.wait(deadline)
         report["evals"].append(ev.record())
         if any(e["event"] == "driver killed" for e in report["events"]):

@@ -90,6 +90,16 @@ def rows_per_sample(run_dir: Path) -> tuple[int, dict[tuple[str, int], int]]:
     return n, {(t, i): c for t, i, c in rows}
 
 
+def assert_not_run_again(run_dir: Path, before: dict[str, str]) -> None:
+    """The results committed before the event were not written again (a sample run twice would be: the store
+    replaces a result by its key, so a second row can never appear, but its finished_at, to the second, would
+    change: the resume starts seconds after the kill)."""
+    with sqlite3.connect(f"file:{run_dir / 'run.sqlite'}?mode=ro", uri=True) as con:
+        now = {f"{t}#{i}": at for t, i, at in con.execute("SELECT task_id, idx, finished_at FROM results")}
+    again = [k for k, at in before.items() if now.get(k) != at]
+    assert before and not again, f"{len(again)} of {len(before)} earlier results were written again: {again[:5]}"
+
+
 def assert_complete_and_identical(run_dir: Path, reference: dict) -> None:
     total, rows = rows_per_sample(run_dir)
     assert total == len(reference), f"{total} samples in the cluster run, {len(reference)} in the reference"
@@ -144,6 +154,7 @@ def test_node_removed_mid_run_loses_and_duplicates_nothing(samples, reference, t
     assert ev["returncode"] == 0, f"the run did not complete after the node was lost:\n{ev['stderr_text'][-4000:]}"
     assert "re-run" in ev["stderr_text"], "no re-run said in the log after the node was lost"
     assert_complete_and_identical(tmp_path / "run", expected)
+    assert_not_run_again(tmp_path / "run", removed["finished"])
 
 
 def test_driver_killed_then_resume_finishes_identically(samples, reference, tmp_path):
@@ -159,3 +170,4 @@ def test_driver_killed_then_resume_finishes_identically(samples, reference, tmp_
     said = " ".join(resume["stderr_text"].split())  # rich wraps lines at the terminal's width
     assert f"{killed['committed_after']} of {len(expected)} samples already have a verdict" in said
     assert_complete_and_identical(tmp_path / "run", expected)
+    assert_not_run_again(tmp_path / "run", killed["finished"])
