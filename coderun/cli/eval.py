@@ -50,7 +50,7 @@ def eval_command(
                                  "(the reference)."),
     cluster: str = typer.Option(None, "--cluster", help="Run on a Ray cluster: ray (RAY_ADDRESS, else a "
                                 "local Ray instance), auto (a running cluster), ray://HOST:PORT (Ray Client) or "
-                                "the HOST:PORT of a running cluster. Needs pip install 'coderun[ray]'."),
+                                "the HOST:PORT of a running cluster. Needs pip install 'coderun\\[ray]'."),
     k: str = typer.Option("1,5,10", "-k", help="Comma-separated k for pass@k."),
     under_k: UnderK = typer.Option(UnderK.EXCLUDE, "--under-k", help="Tasks with fewer than k samples: "
                                    "exclude them, or count them CoderEval's way."),
