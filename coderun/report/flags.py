@@ -47,6 +47,26 @@ class NameResolver(ast.NodeVisitor):
     def imported(self, module: str, node: ast.AST) -> None:
         """Called for every module the code imports."""
 
+    def stored(self, target: ast.AST) -> None:
+        """Called for every attribute or subscript the code assigns or deletes (tuples unpacked)."""
+
+    def _each_stored(self, target: ast.AST) -> None:
+        if isinstance(target, ast.Tuple | ast.List):
+            for elt in target.elts:
+                self._each_stored(elt)
+        elif isinstance(target, ast.Attribute | ast.Subscript):
+            self.stored(target)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for target in node.targets:
+            self._each_stored(target)
+        self.generic_visit(node)
+
+    def visit_Delete(self, node: ast.Delete) -> None:
+        for target in node.targets:
+            self._each_stored(target)
+        self.generic_visit(node)
+
     def resolve(self, node: ast.AST) -> str | None:
         """The dotted name an expression stands for, through import aliases (None if not a name)."""
         if isinstance(node, ast.Name):
@@ -109,31 +129,17 @@ class _Flagger(NameResolver):
             self.flag("mentions conftest")
 
     # assignments that patch --------------------------------------------------------------------
-    def _patched_target(self, target: ast.AST) -> None:
-        if isinstance(target, ast.Attribute | ast.Subscript):
-            # the object patched (pytest in `pytest.x = ...`), or the name rebound (sys.modules = ...)
-            paths = [p for p in (self.resolve(target.value), self.resolve(target)) if p]
-            module = next((m for m in (_under(p, _PATCHABLE) for p in paths) if m), None)
-            if module:
-                self.flag(f"patches {module}")
-            elif any(_under(p, ("sys.path",)) for p in paths):
-                self.flag("modifies sys.path")
-        elif isinstance(target, ast.Tuple | ast.List):
-            for elt in target.elts:
-                self._patched_target(elt)
-
-    def visit_Assign(self, node: ast.Assign) -> None:
-        for target in node.targets:
-            self._patched_target(target)
-        self.generic_visit(node)
+    def stored(self, target: ast.AST) -> None:
+        # the object patched (pytest in `pytest.x = ...`), or the name rebound (sys.modules = ...)
+        paths = [p for p in (self.resolve(target.value), self.resolve(target)) if p]
+        module = next((m for m in (_under(p, _PATCHABLE) for p in paths) if m), None)
+        if module:
+            self.flag(f"patches {module}")
+        elif any(_under(p, ("sys.path",)) for p in paths):
+            self.flag("modifies sys.path")
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        self._patched_target(node.target)
-        self.generic_visit(node)
-
-    def visit_Delete(self, node: ast.Delete) -> None:
-        for target in node.targets:
-            self._patched_target(target)
+        self._each_stored(node.target)
         self.generic_visit(node)
 
     def visit_Raise(self, node: ast.Raise) -> None:
@@ -160,7 +166,7 @@ class _Flagger(NameResolver):
             if isinstance(first, ast.Constant) and isinstance(first.value, str):
                 self.imported(first.value, node)
         elif name in ("setattr", "delattr") and node.args:
-            self._patched_target(ast.Attribute(value=node.args[0], attr="_", ctx=ast.Store()))
+            self._each_stored(ast.Attribute(value=node.args[0], attr="_", ctx=ast.Store()))
         elif name.split(".")[-1] in ("patch", "setattr", "object", "dict", "delattr", "setitem") and node.args:
             self._patch_call(node)
         if _under(name, _SIGNALS):

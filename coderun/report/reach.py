@@ -174,27 +174,13 @@ class _Reacher(NameResolver):
         name = self.resolve(node) or ""
         return name in ("builtins", "__builtins__") or name.startswith(("builtins.", "__builtins__."))
 
-    def _stored(self, target: ast.AST) -> None:
-        if isinstance(target, ast.Attribute | ast.Subscript):
-            name = self.resolve(target) if isinstance(target, ast.Attribute) else None
-            if name in _HOOK_SETTERS:
-                self.add(_HOOK_SETTERS[name], f"replaces {name}", target)
-            elif self._builtins(target.value):
-                self.add(K.BUILTINS, f"assigns {self.resolve(target.value)}"
-                         + (f".{target.attr}" if isinstance(target, ast.Attribute) else "[...]"), target)
-        elif isinstance(target, ast.Tuple | ast.List):
-            for elt in target.elts:
-                self._stored(elt)
-
-    def visit_Assign(self, node: ast.Assign) -> None:
-        for target in node.targets:
-            self._stored(target)
-        self.generic_visit(node)
-
-    def visit_Delete(self, node: ast.Delete) -> None:
-        for target in node.targets:
-            self._stored(target)
-        self.generic_visit(node)
+    def stored(self, target: ast.AST) -> None:
+        name = self.resolve(target) if isinstance(target, ast.Attribute) else None
+        if name in _HOOK_SETTERS:
+            self.add(_HOOK_SETTERS[name], f"replaces {name}", target)
+        elif self._builtins(target.value):
+            self.add(K.BUILTINS, f"assigns {self.resolve(target.value)}"
+                     + (f".{target.attr}" if isinstance(target, ast.Attribute) else "[...]"), target)
 
 
 # code that does not parse: tokens, else lines ----------------------------------------------------------
