@@ -18,6 +18,7 @@ import operator
 import sys
 import time
 import types
+import unittest  # noqa: F401  (so unittest's classes are there to be watched)
 
 _FAMILIES = ("pytest", "_pytest", "pluggy", "unittest", "coderun_reporter", "coderun_integrity")
 _SYS_NAMES = ("modules", "exc_info", "_getframe", "exit", "meta_path", "path_hooks", "settrace", "gettrace",
@@ -46,12 +47,10 @@ def _harness_modules() -> list[tuple[str, object]]:
                   if mod is not None and name.partition(".")[0] in _FAMILIES)
 
 
-def prepare() -> None:
+def prepare(modules: list[tuple[str, object]] | None = None) -> None:
     """Find what to watch ahead of the session: coderun's worker calls this in a task's template, before it
     forks a process per sample, so that each sample's session only takes the values (see _take)."""
-    import unittest  # noqa: F401  (so unittest's classes are there to be watched)
-
-    modules = _harness_modules()
+    modules = _harness_modules() if modules is None else modules
     mappings: list[tuple[str, object]] = [("builtins", _BUILTINS)]
     functions: list[tuple[str, object]] = []
     seen: set[int] = set()
@@ -60,16 +59,16 @@ def prepare() -> None:
         for attr, value in list(vars(mod).items()):
             _collect(f"{name}.{attr}", value, mappings, functions, seen)
     _integrity.update(modules=[(name, id(mod)) for name, mod in modules], mappings=mappings, functions=functions,
-                      dicts={name: vars(mod) for name, mod in modules})
+                      function_objects=[f for _, f in functions], dicts={name: vars(mod) for name, mod in modules})
 
 
 def _take() -> None:
     """Which mappings and functions to watch (found again unless found ahead for these very modules),
     then what they hold now."""
-    found = _integrity.get("modules")
-    cost["found_ahead"] = found is not None and found == [(name, id(mod)) for name, mod in _harness_modules()]
+    modules = _harness_modules()
+    cost["found_ahead"] = _integrity.get("modules") == [(name, id(mod)) for name, mod in modules]
     if not cost["found_ahead"]:
-        prepare()
+        prepare(modules)
     _rebase()
 
 
@@ -93,9 +92,9 @@ def _collect(label: str, value, mappings: list, functions: list, seen: set) -> N
 def _rebase() -> None:
     """What the watched mappings, functions and sys attributes hold now, kept by reference (the objects
     themselves, so the fast path compares identities with `is` and never calls a value's __eq__)."""
-    functions = [f for _, f in _integrity["functions"]]
-    _integrity.update(copies=[dict(m) for _, m in _integrity["mappings"]], functions_now=functions,
-                      codes=_list(_map(_code_of, functions)), sys={n: getattr(_SYS, n, None) for n in _SYS_NAMES})
+    _integrity.update(copies=[dict(m) for _, m in _integrity["mappings"]],
+                      codes=_list(_map(_code_of, _integrity["function_objects"])),
+                      sys={n: getattr(_SYS, n, None) for n in _SYS_NAMES})
     _flatten()
 
 
@@ -122,7 +121,7 @@ def _changes() -> list[tuple[str, str, object]]:
     same = (_sum(_map(_len, plain)) == _integrity["size"]
             and _all(_map(_is, _chain(_map(_values, plain)), _integrity["values"]))
             and _all(_map(_is, _chain(plain), _integrity["keys"]))
-            and _all(_map(_is, _map(_code_of, _integrity["functions_now"]), _integrity["codes"]))
+            and _all(_map(_is, _map(_code_of, _integrity["function_objects"]), _integrity["codes"]))
             and _all([getattr(_SYS, n, None) is v for n, v in _integrity["sys"].items()])
             and _all([_same_but_state(*entry) for entry in _integrity["stateful"]]))
     return [] if same else _name_changes()
