@@ -14,6 +14,7 @@ from coderun.cli._common import (
     ProjectsDirOption,
     build_each,
     console,
+    each_built,
     print_error,
     print_json,
     settings,
@@ -44,10 +45,15 @@ def build(projects: list[str] = typer.Argument(None, help="Project names or mani
                                             help="Keep tasks whose tests do not notice the body missing."),
           jobs: int = typer.Option(None, "-j", "--jobs", help="Tasks verified at once (default: the number of "
                                    "cores)."),
+          cluster: str = typer.Option(None, "--cluster", help="Build each project on a node of a Ray cluster "
+                                      "(one CPU each, projects in parallel; -j then defaults to 1): ray, auto, "
+                                      "ray://HOST:PORT or HOST:PORT, as for eval. Needs Ray: pip install "
+                                      "'coderun\\[ray]'."),
           projects_dir: list[Path] = ProjectsDirOption, as_json: bool = JsonOption) -> None:
     """Select each project's tasks, map them to the tests that reach them, verify, store. With several
     projects a failed one is reported and the others go on; the exit code says if any failed. An interrupted
-    build run again with the same inputs resumes: tasks already decided are not verified again."""
+    build run again with the same inputs resumes: tasks already decided are not verified again. With
+    --cluster each node builds with its own CODERUN_HOME and the driver's store gets what it built."""
     chosen = Backend.parse(backend)
     if jobs is not None and jobs < 1:
         raise UsageError(f"-j must be at least 1, got {jobs}")
@@ -68,9 +74,17 @@ def build(projects: list[str] = typer.Argument(None, help="Project names or mani
     def build_one(m):
         return build_project(m, s, chosen.value, include_weak, progress=not as_json, jobs=jobs or default_jobs())
 
+    keep = failed if total > 1 else None
+    if cluster:
+        from coderun.tasks.cluster import build_on_cluster
+
+        built = each_built(build_on_cluster(manifests, s, chosen.value, include_weak, jobs or 1, cluster),
+                           len(manifests), "task builds", failed=keep)
+    else:
+        built = build_each(manifests, build_one, "task builds", failed=keep)
     summary: list[ProjectSummary] = []
     try:
-        for _m, p in build_each(manifests, build_one, "task builds", failed=failed if total > 1 else None):
+        for _m, p in built:
             report.projects.append(p)
             if not as_json:
                 print_project(p)
