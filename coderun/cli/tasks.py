@@ -71,17 +71,8 @@ def build(projects: list[str] = typer.Argument(None, help="Project names or mani
     total = len(manifests) + len(failed)
     report = TaskBuildReport()
 
-    def build_one(m):
-        return build_project(m, s, chosen.value, include_weak, progress=not as_json, jobs=jobs or default_jobs())
-
-    keep = failed if total > 1 else None
-    if cluster:
-        from coderun.tasks.cluster import build_on_cluster
-
-        built = each_built(build_on_cluster(manifests, s, chosen.value, include_weak, jobs or 1, cluster),
-                           len(manifests), "task builds", failed=keep)
-    else:
-        built = build_each(manifests, build_one, "task builds", failed=keep)
+    built = _builds(manifests, s, chosen.value, include_weak, jobs, cluster, as_json,
+                    failed if total > 1 else None)
     summary: list[ProjectSummary] = []
     try:
         for _m, p in built:
@@ -100,6 +91,22 @@ def build(projects: list[str] = typer.Argument(None, help="Project names or mani
         console.print(summary_table(summary))
     if failed:
         raise EnvironmentBuildError(f"{len(failed)} of {total} task builds failed: {', '.join(failed)}")
+
+
+def _builds(manifests, s, backend: str, include_weak: bool, jobs: int | None, cluster: str | None, as_json: bool,
+            failed: dict[str, str] | None):
+    """(manifest, report) per project built here, one after the other, or on the cluster as each finishes
+    (one CPU each: -j defaults to 1 there); failures as build_each records them."""
+    if cluster:
+        from coderun.tasks.cluster import build_on_cluster
+
+        return each_built(build_on_cluster(manifests, s, backend, include_weak, jobs or 1, cluster),
+                          len(manifests), "task builds", failed=failed)
+
+    def build_one(m):
+        return build_project(m, s, backend, include_weak, progress=not as_json, jobs=jobs or default_jobs())
+
+    return build_each(manifests, build_one, "task builds", failed=failed)
 
 
 MAX_CAPPED_SHOWN = 10
