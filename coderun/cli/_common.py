@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -85,17 +85,29 @@ def build_each(manifests: list, build: Callable[[Any], Any], what: str,
     others go on; what did build is kept, and the failures are raised together at the end. With `failed`,
     every failure (also a lone one) is printed and recorded there (name -> message), and nothing is
     raised: the caller decides what a failure means."""
+    def outcomes() -> Iterator[tuple[Any, Any]]:
+        for m in manifests:
+            try:
+                yield m, build(m)
+            except CoderunError as e:
+                yield m, e
+
+    yield from each_built(outcomes(), len(manifests), what, failed)
+
+
+def each_built(outcomes: Iterable[tuple[Any, Any]], total: int, what: str,
+               failed: dict[str, str] | None = None) -> Iterator[tuple[Any, Any]]:
+    """build_each over (manifest, result or CoderunError) pairs already made, in the order they come (e.g. as
+    builds on a cluster finish), out of `total` manifests."""
     keep_going = failed is not None
     failed = {} if failed is None else failed
-    for m in manifests:
-        try:
-            result = build(m)
-        except CoderunError as e:
-            if len(manifests) == 1 and not keep_going:
-                raise
-            print_error(e, prefix=f"{m.name}: ")
-            failed[m.name] = e.message
+    for m, result in outcomes:
+        if isinstance(result, CoderunError):
+            if total == 1 and not keep_going:
+                raise result
+            print_error(result, prefix=f"{m.name}: ")
+            failed[m.name] = result.message
             continue
         yield m, result
     if failed and not keep_going:
-        raise EnvironmentBuildError(f"{len(failed)} of {len(manifests)} {what} failed: {', '.join(failed)}")
+        raise EnvironmentBuildError(f"{len(failed)} of {total} {what} failed: {', '.join(failed)}")

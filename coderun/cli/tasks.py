@@ -14,6 +14,7 @@ from coderun.cli._common import (
     ProjectsDirOption,
     build_each,
     console,
+    each_built,
     print_error,
     print_json,
     settings,
@@ -44,10 +45,15 @@ def build(projects: list[str] = typer.Argument(None, help="Project names or mani
                                             help="Keep tasks whose tests do not notice the body missing."),
           jobs: int = typer.Option(None, "-j", "--jobs", help="Tasks verified at once (default: the number of "
                                    "cores)."),
+          cluster: str = typer.Option(None, "--cluster", help="Build each project on a node of a Ray cluster "
+                                      "(one CPU each, projects in parallel; -j then defaults to 1): ray, auto, "
+                                      "ray://HOST:PORT or HOST:PORT, as for eval. Needs Ray: pip install "
+                                      "'coderun\\[ray]'."),
           projects_dir: list[Path] = ProjectsDirOption, as_json: bool = JsonOption) -> None:
     """Select each project's tasks, map them to the tests that reach them, verify, store. With several
     projects a failed one is reported and the others go on; the exit code says if any failed. An interrupted
-    build run again with the same inputs resumes: tasks already decided are not verified again."""
+    build run again with the same inputs resumes: tasks already decided are not verified again. With
+    --cluster each node builds with its own CODERUN_HOME and the driver's store gets what it built."""
     chosen = Backend.parse(backend)
     if jobs is not None and jobs < 1:
         raise UsageError(f"-j must be at least 1, got {jobs}")
@@ -65,12 +71,11 @@ def build(projects: list[str] = typer.Argument(None, help="Project names or mani
     total = len(manifests) + len(failed)
     report = TaskBuildReport()
 
-    def build_one(m):
-        return build_project(m, s, chosen.value, include_weak, progress=not as_json, jobs=jobs or default_jobs())
-
+    built = _builds(manifests, s, chosen.value, include_weak, jobs, cluster, as_json,
+                    failed if total > 1 else None)
     summary: list[ProjectSummary] = []
     try:
-        for _m, p in build_each(manifests, build_one, "task builds", failed=failed if total > 1 else None):
+        for _m, p in built:
             report.projects.append(p)
             if not as_json:
                 print_project(p)
@@ -86,6 +91,22 @@ def build(projects: list[str] = typer.Argument(None, help="Project names or mani
         console.print(summary_table(summary))
     if failed:
         raise EnvironmentBuildError(f"{len(failed)} of {total} task builds failed: {', '.join(failed)}")
+
+
+def _builds(manifests, s, backend: str, include_weak: bool, jobs: int | None, cluster: str | None, as_json: bool,
+            failed: dict[str, str] | None):
+    """(manifest, report) per project built here, one after the other, or on the cluster as each finishes
+    (one CPU each: -j defaults to 1 there); failures as build_each records them."""
+    if cluster:
+        from coderun.tasks.cluster import build_on_cluster
+
+        return each_built(build_on_cluster(manifests, s, backend, include_weak, jobs or 1, cluster),
+                          len(manifests), "task builds", failed=failed)
+
+    def build_one(m):
+        return build_project(m, s, backend, include_weak, progress=not as_json, jobs=jobs or default_jobs())
+
+    return build_each(manifests, build_one, "task builds", failed=failed)
 
 
 MAX_CAPPED_SHOWN = 10
