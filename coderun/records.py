@@ -117,6 +117,39 @@ class ConfigurationTests(Record):
     tests: list[str] = Field(default_factory=list)
 
 
+class TaskInputs(Record):
+    """The inputs of a task's differential step (pass+): calls of the original recorded while its tests ran
+    and inputs derived from them, each with what the original did on it (kept on the host: the sandbox
+    running a sample gets the inputs, never these observations)."""
+
+    task_id: str
+    target: dict[str, object]                 # file, qualname, name, lineno, first, end_lineno
+    inputs: list[str] = Field(default_factory=list)      # pickled (args, kwargs), base64
+    expected: list[dict] = Field(default_factory=list)   # the original's observation per input
+    origins: list[str] = Field(default_factory=list)     # "recorded" | "mutated" per input
+    limit: float = 1.0                        # seconds per call
+    budget: float = 30.0                      # seconds for the whole step
+
+
+class RigorSummary(Record):
+    """What a task's differential step has, in numbers (on the task record; the inputs are stored apart)."""
+
+    recorded: int = 0                         # distinct deterministic calls recorded from the tests
+    seen: int = 0                             # calls of the function while its tests ran
+    uncaptured: dict[str, int] = Field(default_factory=dict)  # why calls were not recorded (unpicklable, ...)
+    nondeterministic: int = 0                 # recorded calls whose results differed between runs
+    candidates: int = 0                       # recorded + derived inputs the original accepted
+    mutants: int = 0                          # mutants of the original the inputs were chosen against
+    inputs: int = 0                           # inputs kept (the reduced set)
+    augmented: int = 0                        # of them, derived rather than recorded
+    dropped: int = 0                          # kept inputs whose confirming run disagreed (nondeterminism)
+    note: str = ""                            # why there are no inputs
+
+    @property
+    def checked(self) -> bool:
+        return self.inputs > 0
+
+
 class Task(Record):
     """One function to regenerate inside its project."""
 
@@ -153,6 +186,8 @@ class Task(Record):
     pass_stub_passes: bool = False
     # Mapped tests that tried to reach the network in the coverage run (environment-dependent).
     network_tests: list[NetworkAttempt] = Field(default_factory=list)
+    # The differential step's inputs, in numbers (None: never built for this task).
+    rigor: RigorSummary | None = None
 
     @property
     def environment_dependent(self) -> bool:
@@ -267,6 +302,7 @@ class Evidence(Record):
     log_path: str | None = None
     tampering: list[Finding] = Field(default_factory=list)  # signs the sample touched the project or tests
     integrity_ms: float | None = None        # the reporter's integrity check (snapshot + verifies), its cost
+    differential: dict | None = None         # the differential step's record (observations per input)
 
     def machinery(self) -> list[Finding]:
         """The findings that mean the outcomes may be forged (see FindingKind.machinery)."""
@@ -283,6 +319,24 @@ class Verdict(Record):
     verdict: VerdictKind
     failure: str | None = None               # failure class when not a pass (see runner/taxonomy)
     reason: str = ""                          # one line a person can read
+
+
+class PlusOutcome(Record):
+    """A sample's verdict on the project's tests (`base`) and with the differential step too (`plus`, pass+);
+    the run's headline verdict is one of them (`coderun eval --rigor`)."""
+
+    base: VerdictKind
+    base_failure: str | None = None
+    base_reason: str = ""
+    plus: VerdictKind
+    plus_failure: str | None = None
+    plus_reason: str = ""
+    checked: bool = False                    # the task has differential inputs (else plus is base)
+
+    def verdict(self, rigor: str) -> Verdict:
+        if rigor == "plus":
+            return Verdict(verdict=self.plus, failure=self.plus_failure, reason=self.plus_reason)
+        return Verdict(verdict=self.base, failure=self.base_failure, reason=self.base_reason)
 
 
 class Package(Record):

@@ -62,6 +62,18 @@ def corpus() -> list[Hostile]:
     return out
 
 
+def plus_forgeries() -> list[Hostile]:
+    """The samples that fool the project's tests and try to forge agreement in the differential step
+    (issue 23, `tests/hostile/plus`): a pass on the base verdict, they must fail pass+."""
+    out = []
+    for path in sorted((SAMPLES_DIR.parent / "plus").glob("[0-9][0-9]_*.py")):
+        code = path.read_text()
+        head = _header(code)
+        out.append(Hostile(path.stem, head["attack"], head["targets"], head["expect"], code,
+                           head.get("task", TARGET), True))
+    return out
+
+
 def forgeries() -> list[Hostile]:
     """The samples that are wrong (an honest run fails) and try to be graded pass from inside the test
     process (issue 21): they need no sandbox to fail, so they are cheap to run with every executor."""

@@ -8,7 +8,17 @@ from __future__ import annotations
 import json
 
 import pytest
-from hostile_corpus import TARGET, TYPEDKEY_OK, forgeries, run_eval, user_manifests, verdicts_by_code
+from hostile_corpus import (
+    TARGET,
+    TYPEDKEY_OK,
+    forgeries,
+    plus_forgeries,
+    run_eval,
+    user_manifests,
+    verdicts_by_code,
+)
+
+from coderun.evaluation.store import RunStore
 
 pytestmark = pytest.mark.slow
 
@@ -38,3 +48,30 @@ def test_no_forgery_is_graded_pass(request, tmp_path, backend, executor):
         if not ok:
             wrong[h.name] = (verdict, failure, h.expect)
     assert not wrong, f"{backend}/{executor}: {wrong}"
+
+
+@pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
+def test_no_forgery_of_the_differential_step_is_graded_pass_plus(request, tmp_path, backend):
+    """The samples of tests/hostile/plus fool the project's tests (a pass on the base verdict) and reach for
+    what the original answered in the differential step: with --rigor plus none passes, the ground truth does."""
+    if backend == "docker":
+        request.getfixturevalue("docker_engine")
+    samples = plus_forgeries()
+    assert samples
+    rows = [(h.task, h.code) for h in samples] + [(TARGET, c) for c in CONTROLS]
+    (tmp_path / "plus.jsonl").write_text("".join(json.dumps({"task_id": t, "solution": c}) + "\n" for t, c in rows))
+    result = run_eval(tmp_path / "plus.jsonl", tmp_path / "run", backend, user_manifests(tmp_path / "p"),
+                      "--rigor", "plus")
+    assert result.returncode == 0, result.stderr[-3000:]
+    verdicts = verdicts_by_code(tmp_path / "run")
+    assert [verdicts[c] for c in CONTROLS] == [("pass", None)] * len(CONTROLS)
+    with RunStore.open(tmp_path / "run") as store:
+        base = {codes: r.rigor.base.value for codes, r in _by_code(store).items()}
+    for h in samples:
+        assert base[h.code] == "pass", f"{h.name} no longer fools the project's tests: it tests nothing"
+        assert verdicts[h.code] == ("fail", "functional/differential"), (h.name, verdicts[h.code])
+
+
+def _by_code(store):
+    codes = {(s.task_id, s.index): s.code for s in store.samples()}
+    return {codes[(r.task_id, r.index)]: r for r in store.results()}

@@ -51,6 +51,9 @@ def eval_command(
     cluster: str = typer.Option(None, "--cluster", help="Run on a Ray cluster: ray (RAY_ADDRESS, else a "
                                 "local Ray instance), auto (a running cluster), ray://HOST:PORT (Ray Client) or "
                                 "the HOST:PORT of a running cluster. Needs pip install 'coderun\\[ray]'."),
+    rigor: str = typer.Option("base", "--rigor", help="The headline verdict: base (the project's tests) or "
+                              "plus (pass+: and agreeing with the original on the task's differential inputs). "
+                              "Both are kept and reported."),
     k: str = typer.Option("1,5,10", "-k", help="Comma-separated k for pass@k."),
     under_k: UnderK = typer.Option(UnderK.EXCLUDE, "--under-k", help="Tasks with fewer than k samples: "
                                    "exclude them, or count them CoderEval's way."),
@@ -74,7 +77,8 @@ def eval_command(
         store = _start(s, EvalRequest(
             samples=samples, ground_truth=ground_truth, blank=blank, projects=tuple(project or ()),
             level=Level.parse(level) if level else None, backend=backend or default_backend(), jobs=jobs,
-            include_weak=include_weak, run_dir=run_dir, label=label, executor=executor, cluster=cluster))
+            include_weak=include_weak, run_dir=run_dir, label=label, executor=executor, cluster=cluster,
+            rigor=rigor))
     warn_if_unisolated(store.info().eval_config().backend)
     summary = _execute(store, s, jobs if resume else None, cluster)
     for note in summary.problems:  # samples that fell back from the workers executor to the naive one

@@ -33,7 +33,7 @@ app = typer.Typer(no_args_is_help=True, help="Tasks: target functions, their tes
 
 _LIST_FIELDS = ("task_id", "aliases", "project", "file", "qualname", "name", "level", "tests", "source",
                 "status", "mapping", "explicit", "flaky_tests", "test_files", "signature", "supplementary",
-                "configurations", "pass_stub_passes", "network_tests")
+                "configurations", "pass_stub_passes", "network_tests", "rigor")
 
 
 @app.command("build")
@@ -183,10 +183,11 @@ def list_(project: str = typer.Option(None, "--project", help="Only this project
             print_json(t.model_dump(mode="json", include=set(_LIST_FIELDS)))
         return
     rows = [[t.task_id, t.level.value, f"{t.status.value}{SUPPLEMENTARY_MARK if t.supplementary else ''}",
-             str(len(t.tests)), _flags(t)] for t in tasks]
-    console.print(table_or_stacked(["task", "level", "status", "tests", "flags"], rows,
-                                   "aliases", [", ".join(t.aliases) for t in tasks], left=(0, 1, 2, 4)))
+             str(len(t.tests)), _inputs(t), _flags(t)] for t in tasks]
+    console.print(table_or_stacked(["task", "level", "status", "tests", "pass+", "flags"], rows,
+                                   "aliases", [", ".join(t.aliases) for t in tasks], left=(0, 1, 2, 5)))
     console.print(f"{len(tasks)} tasks")
+    console.print(_inputs_note(tasks), soft_wrap=True)
     if any(t.supplementary for t in tasks):
         console.print(SUPPLEMENTARY_NOTE)
     for note in _flag_notes(tasks):
@@ -195,6 +196,24 @@ def list_(project: str = typer.Option(None, "--project", help="Only this project
     if unverified:
         console.print(f"{unverified} targets declared by the manifests are not verified; why: "
                       "coderun tasks list --targets")
+
+
+def _inputs(t: Task) -> str:
+    """The task's differential inputs: how many, `none` (nothing could be recorded), `-` (never derived)."""
+    if t.rigor is None:
+        return EMPTY
+    return str(t.rigor.inputs) if t.rigor.inputs else "none"
+
+
+def _inputs_note(tasks: list[Task]) -> str:
+    derived = [t for t in tasks if t.rigor is not None]
+    if not derived:
+        return ("pass+: no differential inputs derived for these tasks (coderun tasks rigor PROJECT derives "
+                "them)")
+    none = [t for t in derived if not t.rigor.inputs]
+    return (f"pass+: {len(derived) - len(none)} of {len(derived)} tasks have differential inputs; for the "
+            f"{len(none)} marked none nothing could be recorded or kept, and pass+ equals pass (why: --json, "
+            "rigor.note)")
 
 
 def _flags(t: Task) -> str:
@@ -254,6 +273,31 @@ def _why(o: TargetOutcome) -> str:
     if o.status_note:
         parts.append(f"note: {o.status_note}")
     return "; ".join(parts)
+
+
+@app.command("rigor")
+def rigor(projects: list[str] = typer.Argument(..., help="Project names or manifest paths."),
+          backend: str = typer.Option("local", help="Sandbox the original runs in: local or docker (the one "
+                                      "you evaluate with)."),
+          jobs: int = typer.Option(None, "-j", "--jobs", help="Tasks at once (default: the number of cores)."),
+          projects_dir: list[Path] = ProjectsDirOption) -> None:
+    """Derive the pass+ inputs of stored tasks again, without rebuilding them: record the original's calls
+    while its tests run (twice), derive inputs from them, keep those that add coverage or kill mutants, and
+    confirm them with another run of the original. `tasks build` does this too."""
+    from coderun.tasks.rigor import build_rigor
+
+    chosen = Backend.parse(backend)
+    s = settings(projects_dir)
+
+    def one(m):
+        summaries = build_rigor(m, s, chosen.value, jobs=jobs or default_jobs())
+        with_inputs = [r for r in summaries.values() if r.inputs]
+        console.print(f"[bold]{m.name}[/]: {len(with_inputs)} of {len(summaries)} tasks have differential "
+                      f"inputs ({sum(r.inputs for r in with_inputs)} inputs, "
+                      f"{sum(r.augmented for r in with_inputs)} derived by mutation)")
+        return summaries
+
+    list(build_each([find_manifest(p, s) for p in projects], one, "pass+ derivations"))
 
 
 @app.command("export")

@@ -17,6 +17,8 @@ one sample at a time, so a killed run loses nothing that finished and `--resume`
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
 import textwrap
 import time
@@ -49,21 +51,26 @@ from coderun.records import (
     Evidence,
     Level,
     Package,
+    PlusOutcome,
     ProjectEnvironment,
     ProjectSource,
     RunEnvironment,
     Task,
+    TaskInputs,
     Verdict,
     VerdictKind,
 )
+from coderun.runner.differential import disagreement
 from coderun.runner.evidence import SampleRun
 from coderun.runner.executors import Pool, make_pool
 from coderun.runner.executors.cluster import parse_cluster, require_ray
-from coderun.runner.grade import grade, grade_unspliceable
+from coderun.runner.grade import grade, grade_plus, grade_unspliceable
 from coderun.runner.splice import splice
 from coderun.runner.taxonomy import SpliceSite
 from coderun.sandbox import SandboxSpec
 from coderun.sandbox.project import original_tree, project_sandbox, run_limits, top_level_packages
+from coderun.tasks.inputs import check_payload
+from coderun.tasks.store import load_inputs
 
 # Consecutive sandbox failures after which the run stops (the engine or the disk is gone), resumable.
 MAX_CONSECUTIVE_INFRA = 3
@@ -86,12 +93,15 @@ class EvalRequest:
     label: str = ""
     executor: Executor = Executor.WORKERS
     cluster: str | None = None      # run on a Ray cluster (runner/executors/cluster.py); not kept in the run
+    rigor: str = "base"             # the headline verdict: base (the project's tests) or plus (and pass+)
 
     def __post_init__(self) -> None:
         if sum([self.samples is not None, self.ground_truth, self.blank]) != 1:
             raise UsageError("give exactly one of --samples FILE, --ground-truth or --blank")
         object.__setattr__(self, "backend", Backend.parse(self.backend))     # a name given as a string
         object.__setattr__(self, "executor", Executor.parse(self.executor))
+        if self.rigor not in ("base", "plus"):
+            raise UsageError(f"unknown rigor {self.rigor!r}; one of: base, plus")
         if self.cluster:  # before the run folder is made
             parse_cluster(self.cluster)
             require_ray()
@@ -100,7 +110,7 @@ class EvalRequest:
         projects = sorted({t.project for t in tasks})
         return RunConfig(samples=str(self.samples) if self.samples else None, ground_truth=self.ground_truth,
                          blank=self.blank, level=self.level, backend=self.backend, jobs=self.jobs,
-                         include_weak=self.include_weak, executor=self.executor,
+                         include_weak=self.include_weak, executor=self.executor, rigor=self.rigor,
                          manifests={p: str(find_manifest(p, settings).origin) for p in projects})
 
 
@@ -135,7 +145,8 @@ def start_run(req: EvalRequest, settings: Settings, tasks: list[Task], *,
     info = RunInfo(run_id=run_id, label=req.label or _default_label(req), config=req.config(tasks, settings))
     store = RunStore.create(run_dir, info)
     _save_environment(store, RunEnvironment(coderun=coderun_environment()))
-    store.add_tasks(RunTask.from_task(t) for t in tasks)
+    inputs = load_inputs(settings, [t.task_id for t in tasks])  # kept in the run: it is graded on them
+    store.add_tasks(RunTask.from_task(t, inputs.get(t.task_id)) for t in tasks)
     summary.run_dir = run_dir
     store.add_samples(_samples(req, tasks, summary, on_problem, fallback))
     summary.samples = len(store.samples())
@@ -225,6 +236,8 @@ class _Unit:
     task: Task
     code: str
     samples: list[RunSample]
+    inputs: TaskInputs | None = None    # the differential step's (pass+)
+    rigor: str = "base"                 # which verdict is the headline
 
     @property
     def cost(self) -> float:
@@ -237,9 +250,12 @@ def execute(store: RunStore, settings: Settings, *, jobs: int | None = None, clu
     on a Ray cluster, with as many units at once as it has CPUs."""
     config = store.info().eval_config()
     jobs = max(1, int(jobs or config.jobs or 1))
-    tasks = {t.task_id: t.task for t in store.tasks() if t.task is not None}
+    run_tasks = [t for t in store.tasks() if t.task is not None]
+    tasks = {t.task_id: t.task for t in run_tasks}
     # naive: every sample runs, as the reference
     units = _units(store, tasks, dedupe=config.executor is not Executor.NAIVE)
+    for u in units:
+        u.inputs, u.rigor = next((t.inputs for t in run_tasks if t.task_id == u.task.task_id), None), config.rigor
     summary = RunSummary(store.path)
     projects = _projects(sorted({u.task.project for u in units}), config, settings, tasks)
     summary.problems += _record_environments(store, projects)
@@ -385,7 +401,7 @@ def _evaluate_unit(unit: _Unit, store: RunStore, pool: Pool, project: _Project) 
     spliced = splice(original, task.qualname, unit.code, lineno=task.lineno)
     base = store.path / "spliced" / _slug(task.task_id)
     spliced_path = log_path = None
-    evidence: Evidence | None = None
+    evidence = first_ev = None
     if spliced.new_source is not None:
         base.mkdir(parents=True, exist_ok=True)
         spliced_path = base / f"{first.index}.py"
@@ -400,25 +416,49 @@ def _evaluate_unit(unit: _Unit, store: RunStore, pool: Pool, project: _Project) 
             log_path = store.path / "logs" / _slug(task.task_id) / (
                 f"{first.index}.log" if i == 0 else f"{first.index}.{conf.name}.log")
             log_path.parent.mkdir(parents=True, exist_ok=True)
-            evidence = _run(unit, pool, project, spliced.new_source, log_path, conf)
+            # The differential step follows the tests of the first configuration (its inputs were made there).
+            evidence = _run(unit, pool, project, spliced.new_source, log_path, conf, unit.inputs if i == 0 else None)
+            first_ev = first_ev or evidence
             verdict = grade(conf.tests, evidence, site)
             if verdict.verdict is not VerdictKind.PASS:
                 if conf.name:
                     verdict = verdict.model_copy(update={"reason": f"{verdict.reason} (configuration {conf.name})"})
                 break
-    return _record(store, unit, verdict, evidence, spliced_path, log_path, time.monotonic() - started)
+    plus = grade_plus(verdict, unit.inputs, first_ev)
+    if plus.verdict is not verdict.verdict and log_path is not None:
+        _log_differential(log_path, plus, unit.inputs, first_ev)
+    outcome = PlusOutcome(base=verdict.verdict, base_failure=verdict.failure, base_reason=verdict.reason,
+                          plus=plus.verdict, plus_failure=plus.failure, plus_reason=plus.reason,
+                          checked=bool(unit.inputs and unit.inputs.inputs))
+    return _record(store, unit, outcome, evidence, spliced_path, log_path, time.monotonic() - started)
+
+
+def _log_differential(log_path: Path, plus: Verdict, inputs: TaskInputs, evidence: Evidence | None) -> None:
+    """Append to the sample's log what the differential step saw on each input it disagreed on."""
+    observed = (evidence.differential or {}).get("observations") if evidence else None
+    lines = ["", "## differential (pass+)", plus.reason]
+    if isinstance(observed, list):
+        for i, (e, a) in enumerate(zip(inputs.expected, observed, strict=False)):
+            d = disagreement(e, a)
+            if d is not None:
+                lines += [f"input {i} ({inputs.origins[i] if i < len(inputs.origins) else 'recorded'}): {d}",
+                          f"  arguments: {json.dumps(a.get('before') if isinstance(a, dict) else None)}",
+                          f"  original: {json.dumps(e)}", f"  sample:   {json.dumps(a)}"]
+    with contextlib.suppress(OSError), log_path.open("a", encoding="utf-8") as fh:
+        fh.write("\n".join(lines) + "\n")
 
 
 def _run(unit: _Unit, pool: Pool, project: _Project, new_source: str,
-         log_path: Path, conf: ConfigurationTests) -> Evidence:
+         log_path: Path, conf: ConfigurationTests, inputs: TaskInputs | None = None) -> Evidence:
     task, manifest = unit.task, project.manifest
     per_test, total = _timeouts(task, manifest, conf.tests)
+    payload = check_payload(inputs.target, inputs.inputs, inputs.limit, inputs.budget) if inputs else None
     env = {k: v for k, v in test_env(manifest, project.tree, conf.name).items() if k != "PYTHONPATH"}
     # --maxfail=1: one failing expected test decides the verdict and its class, so a wrong sample does not
     # also spend every other test's time limit.
-    run = SampleRun(relfile=task.file, new_source=new_source, nodeids=list(conf.tests), timeout=total,
-                    per_test_timeout=per_test, env=env, pytest_args=(*manifest.tests.args, "--maxfail=1"),
-                    log_path=log_path)
+    run = SampleRun(relfile=task.file, new_source=new_source, nodeids=list(conf.tests),
+                    timeout=total + (inputs.budget if inputs else 0.0), per_test_timeout=per_test, env=env,
+                    pytest_args=(*manifest.tests.args, "--maxfail=1"), log_path=log_path, differential=payload)
     try:
         return pool.run(task.project, run)
     except SandboxError as e:  # the sandbox could not even start
@@ -429,14 +469,15 @@ def _timeouts(task: Task, manifest: Manifest, tests: list[str]) -> tuple[float, 
     return run_limits([task.test_durations.get(n, 1.0) for n in tests], manifest)
 
 
-def _record(store: RunStore, unit: _Unit, verdict: Verdict, evidence: Evidence | None, spliced: Path | None,
+def _record(store: RunStore, unit: _Unit, outcome: PlusOutcome, evidence: Evidence | None, spliced: Path | None,
             log: Path | None, duration: float) -> list[Result]:
+    verdict = outcome.verdict(unit.rigor)
     results = []
     for i, s in enumerate(unit.samples):
         reason = verdict.reason if i == 0 else f"{verdict.reason} (same code as sample {unit.samples[0].index})"
         r = Result(task_id=s.task_id, index=s.index, verdict=verdict.verdict, failure=verdict.failure,
                    reason=reason, evidence=evidence, spliced_path=str(spliced) if spliced else None,
-                   log_path=str(log) if log else None, duration=round(duration, 3))
+                   log_path=str(log) if log else None, duration=round(duration, 3), rigor=outcome)
         store.record_result(r)
         results.append(r)
     return results

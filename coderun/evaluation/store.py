@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
@@ -37,8 +37,10 @@ from coderun.records import (
     Evidence,
     FindingKind,
     Level,
+    PlusOutcome,
     RunEnvironment,
     Task,
+    TaskInputs,
     Verdict,
     VerdictKind,
 )
@@ -56,7 +58,7 @@ CREATE TABLE IF NOT EXISTS samples (
 CREATE TABLE IF NOT EXISTS results (
     task_id TEXT NOT NULL, idx INTEGER NOT NULL, verdict TEXT NOT NULL, failure TEXT, reason TEXT NOT NULL,
     evidence TEXT, spliced_path TEXT, log_path TEXT, duration REAL NOT NULL DEFAULT 0,
-    finished_at TEXT NOT NULL, PRIMARY KEY (task_id, idx),
+    finished_at TEXT NOT NULL, rigor TEXT, PRIMARY KEY (task_id, idx),
     FOREIGN KEY (task_id, idx) REFERENCES samples(task_id, idx));
 """
 
@@ -81,6 +83,7 @@ class RunConfig(BaseModel):
     include_weak: bool = False
     manifests: dict[str, str] = Field(default_factory=dict)   # project -> the manifest file it was run from
     executor: Executor = Executor.WORKERS             # runs made before executors existed: the default
+    rigor: Literal["base", "plus"] = "base"           # what the headline verdict uses (both are kept)
 
 
 class ImportConfig(BaseModel):
@@ -126,11 +129,13 @@ class RunTask(BaseModel):
     aliases: list[str] = Field(default_factory=list)
     oracle_context: ContextSet | None = None          # None: unknown (Acc@k unavailable for the task)
     task: Task | None = None
+    inputs: TaskInputs | None = None                  # the differential step's, as stored when the run began
 
     @classmethod
-    def from_task(cls, task: Task) -> RunTask:
+    def from_task(cls, task: Task, inputs: TaskInputs | None = None) -> RunTask:
         return cls(task_id=task.task_id, project=task.project, level=task.level, file=task.file,
-                   name=task.qualname, aliases=task.aliases, oracle_context=task.oracle_context, task=task)
+                   name=task.qualname, aliases=task.aliases, oracle_context=task.oracle_context, task=task,
+                   inputs=inputs)
 
 
 class RunSample(BaseModel):
@@ -158,6 +163,7 @@ class Result(BaseModel):
     log_path: str | None = None
     duration: float = 0.0
     finished_at: str = Field(default_factory=lambda: _now())
+    rigor: PlusOutcome | None = None                  # both verdicts (runs made before pass+: None)
 
     @classmethod
     def of(cls, task_id: str, index: int, verdict: Verdict, **kw: Any) -> Result:
@@ -232,7 +238,15 @@ class RunStore:
             raise StoreError(f"{path / DB_NAME} is not a readable run store: {e}") from None
         if schema is None or int(schema[0]) != SCHEMA_VERSION:
             raise StoreError(f"{path / DB_NAME} has schema {schema and schema[0]}, this coderun reads {SCHEMA_VERSION}")
+        store._add_rigor_column()
         return store
+
+    def _add_rigor_column(self) -> None:
+        """Runs made before pass+ have no `rigor` column: added (empty), so they open and resume as before."""
+        columns = {row[1] for row in self._conn.execute("PRAGMA table_info(results)")}
+        if "rigor" not in columns:
+            with self._tx() as c:
+                c.execute("ALTER TABLE results ADD COLUMN rigor TEXT")
 
     def close(self) -> None:
         self._conn.close()
@@ -283,9 +297,12 @@ class RunStore:
     def record_results(self, results: Iterable[Result]) -> None:
         rows = [(r.task_id, r.index, r.verdict.value, r.failure, r.reason,
                  r.evidence.model_dump_json() if r.evidence else None, self._rel(r.spliced_path),
-                 self._rel(r.log_path), r.duration, r.finished_at) for r in results]
+                 self._rel(r.log_path), r.duration, r.finished_at, r.rigor.model_dump_json() if r.rigor else None)
+                for r in results]
         with self._tx() as c:
-            c.executemany("INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            c.executemany("INSERT OR REPLACE INTO results (task_id, idx, verdict, failure, reason, evidence, "
+                          "spliced_path, log_path, duration, finished_at, rigor) "
+                          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
     def _rel(self, p: str | None) -> str | None:
         if p is None:
@@ -315,10 +332,11 @@ class RunStore:
 
     def results(self) -> list[Result]:
         rows = self._conn.execute("SELECT task_id, idx, verdict, failure, reason, evidence, spliced_path, "
-                                  "log_path, duration, finished_at FROM results ORDER BY task_id, idx")
+                                  "log_path, duration, finished_at, rigor FROM results ORDER BY task_id, idx")
         return [Result(task_id=t, index=i, verdict=VerdictKind(v), failure=f, reason=r,
                        evidence=_load_evidence(e, self.path) if e else None, spliced_path=s, log_path=lg,
-                       duration=d, finished_at=fa) for t, i, v, f, r, e, s, lg, d, fa in rows]
+                       duration=d, finished_at=fa, rigor=PlusOutcome.model_validate_json(rg) if rg else None)
+                for t, i, v, f, r, e, s, lg, d, fa, rg in rows]
 
     def pending(self) -> list[RunSample]:
         """Samples without a result, in input order: what `--resume` still has to run."""

@@ -46,6 +46,23 @@ class AccStats(Model):
     tasks: int
 
 
+class PlusStats(Model):
+    """pass@k on the project's tests beside pass+@k (and agreeing with the original on the differential
+    inputs), as HumanEval beside HumanEval+."""
+
+    pass_at_k: dict[str, float | None] = Field(alias="pass@k")        # on the project's tests (base)
+    plus_at_k: dict[str, float | None] = Field(alias="pass+@k")
+    passed: int                                  # samples passing the project's tests
+    plus_passed: int                             # of them, also agreeing with the original
+    overturned: int                              # passes the differential step turned into failures
+    checked_tasks: int                           # tasks with differential inputs
+    unchecked_tasks: int                         # tasks without (pass+ equals pass for them)
+
+    @property
+    def overturned_share(self) -> float | None:
+        return self.overturned / self.passed if self.passed else None
+
+
 class GroupStats(Model):
     tasks: int
     samples: int
@@ -56,6 +73,7 @@ class GroupStats(Model):
     acc_at_k: dict[str, AccStats] | None = Field(alias="acc@k")
     failures: dict[str, int]                     # primary class -> samples
     failures_detailed: dict[str, int]            # full label (primary/secondary) -> samples
+    plus: PlusStats | None = None                # pass+ beside pass (None: a run made before pass+)
 
 
 class ReachRow(Model):
@@ -174,7 +192,30 @@ def _group(ids: list[str], tasks: dict[str, RunTask], by_task: dict[str, list[Re
                       pass_at_k={str(k): v.value for k, v in table.items()},
                       excluded_under_k={str(k): v.excluded for k, v in table.items()},
                       acc_at_k=_acc(ids, tasks, codes, ks, under_k), failures=dict(failures.most_common()),
-                      failures_detailed=dict(detailed.most_common()))
+                      failures_detailed=dict(detailed.most_common()), plus=_plus(ids, tasks, by_task, ks, under_k))
+
+
+def _plus(ids: list[str], tasks: dict[str, RunTask], by_task: dict[str, list[Result]], ks: Sequence[int],
+          under_k: UnderK) -> PlusStats | None:
+    """pass@k and pass+@k of the group from each result's two verdicts (None when no result has them)."""
+    if not any(r.rigor is not None for t in ids for r in by_task[t]):
+        return None
+    base: dict[str, tuple[int, int]] = {}
+    plus: dict[str, tuple[int, int]] = {}
+    overturned = 0
+    for t in ids:
+        graded = [r for r in by_task[t] if r.verdict is not VerdictKind.INFRA]
+        if not graded:
+            continue
+        b = [(r.rigor.base if r.rigor else r.verdict) is VerdictKind.PASS for r in graded]
+        p = [(r.rigor.plus if r.rigor else r.verdict) is VerdictKind.PASS for r in graded]
+        base[t], plus[t] = (len(graded), sum(b)), (len(graded), sum(p))
+        overturned += sum(x and not y for x, y in zip(b, p, strict=True))
+    checked = sum(1 for t in base if tasks[t].inputs is not None and tasks[t].inputs.inputs)
+    return PlusStats(pass_at_k={str(k): v.value for k, v in aggregate_pass_at_k(base, ks, under_k).items()},
+                     plus_at_k={str(k): v.value for k, v in aggregate_pass_at_k(plus, ks, under_k).items()},
+                     passed=sum(c for _, c in base.values()), plus_passed=sum(c for _, c in plus.values()),
+                     overturned=overturned, checked_tasks=checked, unchecked_tasks=len(base) - checked)
 
 
 def _acc(ids: list[str], tasks: dict[str, RunTask], codes: dict[str, list[str]], ks: Sequence[int],

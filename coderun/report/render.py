@@ -86,6 +86,10 @@ def _md_run(r: RunReport) -> list[str]:
             for name, g in group_rows(r)]
     out += ["## Pass@k", ""] + _md_table(["group", "tasks", "samples", "infra", *(f"pass@{k}" for k in ks)], rows)
     out += _notes(r)
+    plus = plus_table(r)
+    if plus:
+        out += ["## pass+ (the project's tests, and agreeing with the original on the differential inputs)", "",
+                *_md_table(*plus), PLUS_NOTE, ""]
     out += ["## Acc@k", ""]
     if r.overall.acc_at_k is None:
         out += [r.acc_note or "Acc@k unavailable.", ""]
@@ -102,6 +106,29 @@ def _md_run(r: RunReport) -> list[str]:
         out += _md_table(["failure class", "samples"],
                          [[k, str(v)] for k, v in r.overall.failures_detailed.items()])
     return out + _md_reach(r) + _md_environment(r.environment)
+
+
+PLUS_NOTE = ("pass+ counts a pass only when the sample also did what the original did on every differential "
+             "input of its task; `overturned` are project-test passes it turns into failures "
+             "(functional/differential). Tasks without inputs (`unchecked`) keep their verdict.")
+
+
+def plus_table(r: RunReport) -> tuple[list[str], list[list[str]]] | None:
+    """(header, rows) of pass@k beside pass+@k per group; None for a run made before pass+."""
+    if r.overall.plus is None:
+        return None
+    ks = [str(k) for k in r.ks]
+    head = ["group", "checked", "unchecked", "passes", "overturned", *(f"pass@{k}" for k in ks),
+            *(f"pass+@{k}" for k in ks)]
+    rows = []
+    for name, g in group_rows(r):
+        p = g.plus
+        if p is None:
+            continue
+        share = f" ({pct(p.overturned_share)})" if p.overturned_share is not None else ""
+        rows.append([name, str(p.checked_tasks), str(p.unchecked_tasks), str(p.passed), f"{p.overturned}{share}",
+                     *(pct(p.pass_at_k[k]) for k in ks), *(pct(p.plus_at_k[k]) for k in ks)])
+    return head, rows
 
 
 def _md_reach(r: RunReport) -> list[str]:
@@ -272,7 +299,10 @@ def _rich_run(r: RunReport, wide: bool) -> list[Any]:
     if hidden:
         notes.append(Text(f"Columns without values are not shown ({', '.join(hidden)}); --wide shows every "
                           "column.", style="dim"))
-    return [scores, Text(""), f, *([Text(""), *notes] if notes else []), Text("")]
+    plus = plus_table(r)
+    extra = [Text(""), make_table(*plus, title=f"{r.label} — pass@k beside pass+@k (%)", styles=styles),
+             Text(PLUS_NOTE, style="dim")] if plus else []
+    return [scores, *extra, Text(""), f, *([Text(""), *notes] if notes else []), Text("")]
 
 
 def _rich_side_by_side(reports: Sequence[RunReport], wide: bool) -> Any:

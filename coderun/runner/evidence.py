@@ -16,6 +16,7 @@ its records, next to a stable code. The verdict itself is decided elsewhere (run
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import posixpath
 import time
@@ -32,8 +33,9 @@ REPORTER_MODULE = "coderun_reporter"
 _REPORTER_SOURCE = HARNESS_DIR / "coderun_reporter.py"
 _LOG_TAIL_LINES = 60
 
-# Per sandbox: the folder the reporter is installed in.
+# Per sandbox: the folder the reporter is installed in; the differential payloads written there.
 _installed: weakref.WeakKeyDictionary[Sandbox, str] = weakref.WeakKeyDictionary()
+_payloads: weakref.WeakKeyDictionary[Sandbox, set[str]] = weakref.WeakKeyDictionary()
 
 # The words of the findings the host makes. Grading never reads them (see tests/test_findings.py).
 MESSAGES: dict[FindingKind, str] = {
@@ -67,6 +69,8 @@ class SampleRun:
     pytest_args: tuple[str, ...] = () # the manifest's tests.args
     log_path: Path | None = None      # host path for the full log
     template: bool = True             # workers: configure pytest once for runs alike (pays off from the 2nd)
+    differential: str | None = None   # the differential step's payload (JSON: target, inputs), run after
+                                      # the tests when they all pass (harness/coderun_differential)
 
 
 def sample_command(python: str, run: SampleRun) -> list[str]:
@@ -96,6 +100,22 @@ def install_reporter(sandbox: Sandbox) -> str:
     return harness
 
 
+def differential_env(sandbox: Sandbox, run: SampleRun) -> dict[str, str]:
+    """The variable that arms the reporter's differential step, its payload written into the harness folder
+    (once per sandbox and payload). It holds the inputs and where the function is, never what the original
+    did on them: that stays on the host, so nothing a sample reads in the sandbox tells it what to answer."""
+    if not run.differential:
+        return {}
+    harness = install_reporter(sandbox)
+    data = run.differential.encode("utf-8")
+    path = posixpath.join(harness, f"coderun_diff_{hashlib.sha256(data).hexdigest()[:16]}.json")
+    written = _payloads.setdefault(sandbox, set())
+    if path not in written:
+        sandbox.write_files({path: data})
+        written.add(path)
+    return {"CODERUN_DIFF": path}
+
+
 def read_records(report: str, token: str) -> list[dict]:
     """The reporter's JSON lines for this sample (lines without its token are ignored)."""
     out = []
@@ -120,7 +140,18 @@ def build_evidence(run: SampleRun, result: ExecResult, records: list[dict], pris
     return Evidence(expected=run.nodeids, outcomes=outcomes, exit_code=result.returncode,
                     timed_out=result.timed_out or test_timed_out, duration=result.duration,
                     log_tail=_tail(result), log_path=str(run.log_path) if run.log_path else None,
-                    tampering=list(dict.fromkeys(findings)), integrity_ms=_integrity_ms(records))
+                    tampering=list(dict.fromkeys(findings)), integrity_ms=_integrity_ms(records),
+                    differential=_differential(records))
+
+
+def _differential(records: list[dict]) -> dict | None:
+    """The differential step's record without the channel's fields. The step writes one: more is a record
+    written by someone else, and then none of them is taken (an error grade_plus fails)."""
+    found = [{k: v for k, v in rec.items() if k not in ("token", "kind")} for rec in records
+             if rec.get("kind") == "differential"]
+    if len(found) > 1:
+        return {"error": f"{len(found)} differential records on the channel (the step writes one)"}
+    return found[0] if found else None
 
 
 def _integrity_ms(records: list[dict]) -> float | None:

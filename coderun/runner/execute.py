@@ -33,11 +33,11 @@ _HASH_SCRIPT = (HARNESS_DIR / "coderun_hashes.py").read_text(encoding="utf-8")
 
 def run_sample(sandbox: Sandbox, *, relfile: str, new_source: str, nodeids: list[str], timeout: float,
                per_test_timeout: float, env: dict[str, str], pytest_args: list[str] | tuple[str, ...] = (),
-               log_path: str | Path | None = None) -> Evidence:
+               log_path: str | Path | None = None, differential: str | None = None) -> Evidence:
     """Run `nodeids` against the project with `relfile` replaced by `new_source`; never raises for
     anything the sample does. A broken sandbox is returned as Evidence with `infra_error` set."""
     run = SampleRun(relfile, new_source, list(nodeids), timeout, per_test_timeout, dict(env),
-                    tuple(pytest_args), Path(log_path) if log_path else None)
+                    tuple(pytest_args), Path(log_path) if log_path else None, differential=differential)
     try:
         return _run(sandbox, run)
     except SandboxError as e:
@@ -77,6 +77,7 @@ def _env(sandbox: Sandbox, run: SampleRun, harness: str, work: str, report: str,
         "CODERUN_REPORT": report,
         "CODERUN_REPORT_TOKEN": token,
         "CODERUN_TEST_TIMEOUT": f"{max(run.per_test_timeout, 0):g}",
+        **evidence.differential_env(sandbox, run),
     })
     return env
 

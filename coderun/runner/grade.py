@@ -15,13 +15,19 @@ Nothing else in coderun decides pass or fail. The rules:
   the sample did broke the run after the tests (an exit hook, a crash at shutdown);
 - otherwise `pass`.
 The failure class of a `fail` comes from `runner.taxonomy.classify`.
+
+pass+ (`grade_plus`) is stricter: a pass must also do what the original does on the task's differential
+inputs (tasks/inputs), compared on the host with what the original did (runner/differential); a pass without the
+step's record, or with fewer observations than inputs, is not one (the sample stopped the step), and any
+disagreement fails it as `functional/differential`. A task without inputs keeps its verdict.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from coderun.records import OUTCOME_RANK, Evidence, Verdict, VerdictKind
+from coderun.records import OUTCOME_RANK, Evidence, TaskInputs, Verdict, VerdictKind
+from coderun.runner.differential import disagreement
 from coderun.runner.taxonomy import FailureClass, Primary, Secondary, SpliceSite, classify, classify_syntax
 
 
@@ -52,6 +58,31 @@ def grade(expected: Sequence[str], evidence: Evidence, site: SpliceSite | None =
                          f"every expected test passed but the test process exited with {evidence.exit_code}")
         return Verdict(verdict=VerdictKind.PASS, reason=f"{len(expected)} expected tests passed")
     return _fail(classify(evidence, site), _summary(expected, missing, bad))
+
+
+def grade_plus(base: Verdict, inputs: TaskInputs | None, evidence: Evidence | None) -> Verdict:
+    """The pass+ verdict: `base` (from `grade`), unless it is a pass the differential step overturns."""
+    if base.verdict is not VerdictKind.PASS or inputs is None or not inputs.inputs:
+        return base
+    record = evidence.differential if evidence is not None else None
+    differential = FailureClass(Primary.FUNCTIONAL, Secondary.DIFFERENTIAL)
+    if not record:
+        return _fail(differential, "differential: the step left no record after the tests passed")
+    if record.get("error"):
+        return _fail(differential, f"differential: the function could not be called: {record['error']}")
+    observed = record.get("observations")
+    if not isinstance(observed, list) or len(observed) != len(inputs.inputs):
+        return _fail(differential, f"differential: {len(observed) if isinstance(observed, list) else 'no'} "
+                                   f"observations for {len(inputs.inputs)} inputs")
+    wrong = [(i, d) for i, (e, a) in enumerate(zip(inputs.expected, observed, strict=True))
+             if (d := disagreement(e, a)) is not None]
+    if wrong:
+        i, d = wrong[0]
+        origin = inputs.origins[i] if i < len(inputs.origins) else "recorded"
+        return _fail(differential, f"differential: disagrees with the original on {len(wrong)}/{len(observed)} "
+                                   f"inputs (first: input {i}, {origin}: {d})")
+    return Verdict(verdict=VerdictKind.PASS,
+                   reason=f"{base.reason}; agrees with the original on {len(observed)} inputs")
 
 
 def grade_unspliceable(kind: str, message: str) -> Verdict:

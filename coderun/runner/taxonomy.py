@@ -63,6 +63,7 @@ class Secondary(str, Enum):
     ASSERTION_MISMATCH = "assertion_mismatch"
     WRONG_EXCEPTION = "wrong_exception"
     TAMPERING = "tampering"          # the run changed the test machinery: no outcome can be trusted
+    DIFFERENTIAL = "differential"    # the tests pass, but on some input the sample does not do what the original does
 
 
 @dataclass(frozen=True)

@@ -9,16 +9,12 @@ decision is kept in the store as soon as it is made, so an interrupted build res
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import itertools
 import json
 import os
 import shutil
-import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +22,7 @@ from pydantic import Field
 
 from coderun.config import Settings
 from coderun.envs.local import LocalEnv, build_local_env, find_local_env, load_baseline
-from coderun.errors import CoderunError, EnvironmentBuildError, SandboxError, SourceError, TaskError
+from coderun.errors import CoderunError, EnvironmentBuildError, SourceError
 from coderun.manifests.schema import Manifest, supplementary_files
 from coderun.records import (
     ConfigurationTests,
@@ -35,6 +31,7 @@ from coderun.records import (
     Record,
     TargetOutcome,
     Task,
+    TaskInputs,
     TaskStatus,
     Unverified,
 )
@@ -42,6 +39,8 @@ from coderun.tasks import store
 from coderun.tasks.coverage_map import CoverageMap, cap_tests, collect_coverage, test_file
 from coderun.tasks.discovery import Candidate, select, task_id
 from coderun.tasks.parallel import Meter, err, parallel
+from coderun.tasks.rigor import candidate_target, project_inputs, record
+from coderun.tasks.sandbox_runs import configuration_names, sandbox_tests
 from coderun.tasks.verify import (
     ORIGINAL_RUNS,
     Shared,
@@ -54,8 +53,6 @@ from coderun.tasks.verify import (
 
 # Part of the key under which an unfinished build's decisions are kept: bump when verification changes.
 VERIFY_VERSION = "3"
-# Whole-run limit of a run with a stubbed body, over five times its tests' baseline time (see stub_run_limit).
-STUB_RUN_SECONDS = 60.0
 
 
 class ProjectTaskReport(Record):
@@ -111,25 +108,26 @@ def default_jobs() -> int:
 
 
 def build_tasks(manifest: Manifest | list[Manifest], settings: Settings, backend: str = "local",
-                include_weak: bool = False, progress: bool = True, jobs: int | None = None) -> TaskBuildReport:
+                include_weak: bool = False, progress: bool = True, jobs: int | None = None,
+                rigor: bool = True) -> TaskBuildReport:
     manifests = manifest if isinstance(manifest, list) else [manifest]
-    return TaskBuildReport(projects=[build_project(m, settings, backend, include_weak, progress, jobs)
+    return TaskBuildReport(projects=[build_project(m, settings, backend, include_weak, progress, jobs, rigor)
                                      for m in manifests])
 
 
 def build_project(manifest: Manifest, settings: Settings, backend: str = "local", include_weak: bool = False,
-                  progress: bool = True, jobs: int | None = None) -> ProjectTaskReport:
+                  progress: bool = True, jobs: int | None = None, rigor: bool = True) -> ProjectTaskReport:
     """Build one project's tasks. A failed build records why on each declared target of a project with no
     stored build (a stored one keeps the outcomes of the tasks it stored) and re-raises."""
     try:
-        return _build_project(manifest, settings, backend, include_weak, progress, jobs)
+        return _build_project(manifest, settings, backend, include_weak, progress, jobs, rigor)
     except CoderunError as e:
         store.save_failed_targets(settings, manifest.name, failed_outcomes(manifest, e))
         raise
 
 
 def _build_project(manifest: Manifest, settings: Settings, backend: str, include_weak: bool, progress: bool,
-                   jobs: int | None) -> ProjectTaskReport:
+                   jobs: int | None, rigor: bool = True) -> ProjectTaskReport:
     started = time.monotonic()
     jobs = max(1, jobs or default_jobs())
     say = err.print if progress else (lambda *a, **k: None)
@@ -154,19 +152,26 @@ def _build_project(manifest: Manifest, settings: Settings, backend: str, include
             f"{manifest.tasks.max_tests_per_task or 'none'}, max_seconds_per_task {manifest.tasks.max_seconds_per_task:g}): "
             f"{sum(map(len, capped.values()))} of their slowest mapped tests dropped")
     notes: list[str] = []
+    recorded = record(manifest, env, {_tid(manifest, c): (candidate_target(c), tests)
+                                      for c, tests, _ in mapped if tests}, logs, say) if rigor else {}
     verifying = time.monotonic()
-    with _runner(manifest, settings, backend, env, logs, durations, jobs, notes) as runner:
+    supplementary = set(supplementary_files(manifest))  # paths as the tree has them
+    with sandbox_tests(manifest, settings, backend, env, logs, durations, jobs, notes) as runner:
         verdicts = _verify_all(manifest, env, runner, [(c, tests) for c, tests, _ in mapped], jobs, kept,
                                progress)
-    supplementary = set(supplementary_files(manifest))  # paths as the tree has them
-    tasks = [_task(manifest, env, c, tests, kind, covmap, verdicts[_tid(manifest, c)], supplementary)
-             for c, tests, kind in mapped]
+        tasks = [_task(manifest, env, c, tests, kind, covmap, verdicts[_tid(manifest, c)], supplementary)
+                 for c, tests, kind in mapped]
+        inputs: list[TaskInputs] = []
+        if rigor:
+            say(f"[bold]{manifest.name}[/]: deriving pass+ inputs from the recorded calls")
+            tasks, inputs = project_inputs(tasks, recorded, runner.observe, jobs, say, progress, manifest.name)
     report = _report(manifest, env, backend, include_weak, selection, covmap, tasks, verdicts, started,
                      capped=capped, max_tests_per_task=manifest.tasks.max_tests_per_task,
                      max_seconds_per_task=manifest.tasks.max_seconds_per_task, jobs=jobs, resumed=kept.resumed,
                      fallbacks=notes, verify_seconds=round(time.monotonic() - verifying, 1))
     store.save_project(settings, manifest.name, env.checkout.commit, tasks, report.model_dump_json(),
                        include_weak, targets=target_outcomes(manifest, tasks, report))
+    store.save_rigor(settings, manifest.name, tasks, inputs)
     return report
 
 
@@ -314,11 +319,6 @@ def _verify_all(manifest: Manifest, env: LocalEnv, runner: TestRunner, mapped: l
     return out
 
 
-def configuration_names(manifest: Manifest) -> list[str]:
-    """The configurations every task is verified (and evaluated) in; [""]: tests.env alone."""
-    return [c.name for c in manifest.tests.configurations] or [""]
-
-
 def _shared_runs(manifest: Manifest, runner: TestRunner, union: set[str], kept: _Kept, say, conf: str
                  ) -> Shared:
     """(flaky, always failed) from the runs of the original on every mapped test at once, or as kept."""
@@ -332,66 +332,6 @@ def _shared_runs(manifest: Manifest, runner: TestRunner, union: set[str], kept: 
     flaky, always = unstable_tests(runner, union, ORIGINAL_RUNS - 1, conf)
     kept.keep(key, json.dumps({"flaky": sorted(flaky), "always": sorted(always)}))
     return Shared(frozenset(flaky), frozenset(always))
-
-
-def stub_run_limit(durations: list[float]) -> float:
-    """The whole-run limit of a stubbed body's run. A stub can loop forever where no test's own limit
-    reaches (a `pass` body in a loop run at import, e.g. zope's C3 merge); a timeout only counts as the
-    stub being caught, so a limit this much over the original's time costs nothing but that wait."""
-    return STUB_RUN_SECONDS + 5 * sum(durations)
-
-
-@contextlib.contextmanager
-def _runner(manifest: Manifest, settings: Settings, backend: str, env: LocalEnv, logs: Path,
-            durations: dict[str, float], jobs: int, notes: list[str]) -> Iterator[TestRunner]:
-    """A TestRunner backed by the evaluation's sandbox and workers executor (up to `jobs` workers, each
-    keeping the tree in memory), with the evaluation's time limits for the tests it runs."""
-    from coderun.envs.testrun import test_env
-    from coderun.runner.evidence import SampleRun
-    from coderun.runner.executors import WorkerPool
-    from coderun.sandbox.project import project_sandbox_spec, run_limits
-
-    spec = project_sandbox_spec(manifest, settings, backend)  # exactly the evaluation's sandbox
-    lock = threading.Lock()
-    # A resumed build keeps the logs of the one it resumes and numbers its own after them.
-    counter = itertools.count(1 + max((int(p.stem[4:]) for p in logs.glob("run-*.log") if p.stem[4:].isdigit()),
-                                      default=0))
-    tree = env.checkout.path
-    t_envs = {conf: {k: v for k, v in test_env(manifest, tree, conf).items() if k != "PYTHONPATH"}
-              for conf in configuration_names(manifest)}
-
-    def run(relfile: str | None, new_source: str | None, nodeids: list[str], *,
-            first_failure: bool = False, configuration: str = "") -> dict[str, str]:
-        # Every run writes one file: with nothing to change, write a test file back unchanged.
-        relfile = relfile or test_file(nodeids[0])
-        if new_source is None:
-            new_source = (tree / relfile).read_text(encoding="utf-8")
-        per_test, total = run_limits([durations.get(n, 1.0) for n in nodeids], manifest)
-        if first_failure:
-            total = min(total, stub_run_limit([durations.get(n, 1.0) for n in nodeids]))
-        with lock:
-            log = logs / f"run-{next(counter):05d}.log"
-        ev = pool.run(manifest.name, SampleRun(
-            relfile=relfile, new_source=new_source, nodeids=list(nodeids), timeout=total,
-            per_test_timeout=per_test, env=t_envs[configuration],
-            pytest_args=(*manifest.tests.args, *(["-x"] if first_failure else [])), log_path=log,
-            template=False))  # no two runs of a verification are alike: a template would not pay off
-        if ev.infra_error:
-            raise SandboxError(f"{manifest.name}: the sandbox failed while verifying tasks: {ev.infra_error}",
-                               hint=f"see {log}; the decisions made so far are kept, run the build again")
-        machinery = ev.machinery()
-        if machinery:  # evaluation would grade every sample of this run as tampering: say so now
-            raise TaskError(f"{manifest.name}: running the project's own code trips coderun's tampering check "
-                            f"({'; '.join(f.detail for f in machinery)}); every sample would fail as tampering",
-                            hint=f"see {ev.log_path}; this is the environment (a test dependency hooking pytest "
-                                 "the way a sample would), so please report it with the log")
-        return {t.nodeid: t.outcome for t in ev.outcomes}
-
-    with WorkerPool(backend, {manifest.name: spec}, jobs) as pool:
-        try:
-            yield run
-        finally:
-            notes.extend(pool.notes)
 
 
 def _task(manifest: Manifest, env: LocalEnv, c: Candidate, tests: list[str], kind: str, covmap: CoverageMap,

@@ -13,6 +13,7 @@ running them again; other inputs discard them. A finished build removes its proj
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from collections.abc import Iterable, Iterator
@@ -23,7 +24,7 @@ from pydantic import ValidationError
 
 from coderun.config import Settings
 from coderun.errors import StoreError
-from coderun.records import TargetOutcome, Task
+from coderun.records import TargetOutcome, Task, TaskInputs
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (
@@ -48,6 +49,11 @@ CREATE TABLE IF NOT EXISTS task_targets (
     position  INTEGER NOT NULL,
     record    TEXT NOT NULL,
     PRIMARY KEY (project, position)
+);
+CREATE TABLE IF NOT EXISTS task_inputs (
+    task_id   TEXT PRIMARY KEY,
+    project   TEXT NOT NULL,
+    record    TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS task_progress (
     project   TEXT NOT NULL,
@@ -86,12 +92,39 @@ def save_project(settings: Settings, project: str, commit: str, tasks: list[Task
     rows = [(t.task_id, t.project, t.level.value, t.status.value, int(t.explicit), i,
              json.dumps(t.aliases), t.model_dump_json()) for i, t in enumerate(tasks)]
     with connect(settings) as conn:
-        conn.execute("DELETE FROM tasks WHERE project = ?", (project,))
-        conn.execute("DELETE FROM task_progress WHERE project = ?", (project,))
+        for table in ("tasks", "task_progress", "task_inputs"):  # a new build's inputs come with its rigor
+            conn.execute(f"DELETE FROM {table} WHERE project = ?", (project,))
         conn.executemany("INSERT OR REPLACE INTO tasks VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
         conn.execute("INSERT OR REPLACE INTO task_builds VALUES (?, ?, ?, ?)",
                      (project, commit, int(include_weak), report_json))
         _replace_targets(conn, project, targets)
+
+
+def save_rigor(settings: Settings, project: str, tasks: list[Task], inputs: Iterable[TaskInputs]) -> None:
+    """Store the differential inputs of `project`'s tasks and their summaries on the task records (which
+    must be stored already): every inputs row of the project is replaced."""
+    with connect(settings) as conn:
+        conn.execute("DELETE FROM task_inputs WHERE project = ?", (project,))
+        conn.executemany("INSERT OR REPLACE INTO task_inputs VALUES (?, ?, ?)",
+                         [(i.task_id, project, i.model_dump_json()) for i in inputs])
+        conn.executemany("UPDATE tasks SET record = ? WHERE task_id = ?",
+                         [(t.model_dump_json(), t.task_id) for t in tasks])
+
+
+def load_inputs(settings: Settings, task_ids: Iterable[str]) -> dict[str, TaskInputs]:
+    """The stored differential inputs of these tasks (a task without any is absent)."""
+    ids = list(task_ids)
+    out: dict[str, TaskInputs] = {}
+    with connect(settings) as conn:
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            rows = conn.execute(f"SELECT record FROM task_inputs WHERE task_id IN ({','.join('?' * len(chunk))})",
+                                chunk).fetchall()
+            for (record,) in rows:
+                with contextlib.suppress(ValidationError):  # from another coderun version: rebuilt by `tasks rigor`
+                    inputs = TaskInputs.model_validate_json(record)
+                    out[inputs.task_id] = inputs
+    return out
 
 
 def save_failed_targets(settings: Settings, project: str, targets: Iterable[TargetOutcome]) -> None:
@@ -150,7 +183,7 @@ def remove_projects(settings: Settings, projects: Iterable[str]) -> None:
     """Delete every row of these projects: tasks, build report, progress."""
     names = [(p,) for p in projects]
     with connect(settings) as conn:
-        for table in ("tasks", "task_builds", "task_progress", "task_targets"):
+        for table in ("tasks", "task_builds", "task_progress", "task_targets", "task_inputs"):
             conn.executemany(f"DELETE FROM {table} WHERE project = ?", names)
 
 

@@ -38,6 +38,7 @@ from coderun.records import Evidence
 from coderun.runner.evidence import (
     SampleRun,
     build_evidence,
+    differential_env,
     install_reporter,
     read_records,
     sample_command,
@@ -169,7 +170,8 @@ class Worker:
         req = protocol.run_request(
             token, run.relfile, run.new_source, run.nodeids, timeout=run.timeout,
             per_test_timeout=max(run.per_test_timeout, 0),
-            env=self.sandbox.with_services({k: v for k, v in run.env.items() if k != "PYTHONPATH"}),
+            env={**self.sandbox.with_services({k: v for k, v in run.env.items() if k != "PYTHONPATH"}),
+                 **differential_env(self.sandbox, run)},
             args=sample_command(self.sandbox.python, run)[3:], output_limit=self.spec.limits.output_limit,
             template=run.template)
         self.channel.send(req)

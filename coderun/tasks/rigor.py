@@ -1,0 +1,166 @@
+"""The rigor stage of a task build: record the original's calls, derive inputs, keep the ones that matter.
+
+For a project's benchmark tasks:
+1. its mapped tests run twice on the pristine project with a recorder of every call of each target
+   (rigor/record); calls whose results differ between the runs are dropped;
+2. per task, one run of its tests in the evaluation's sandbox ends with the differential step exploring
+   the original (harness/coderun_differential): the recorded calls, type-aware mutations of them, mutants
+   of the original, each call made twice;
+3. the candidates the original ended the same way on twice are reduced (tasks/inputs.reduce);
+4. a second run of the original on the kept inputs confirms them: an input it does not repeat is dropped.
+What is kept (inputs, and on the host only, the original's observations) is stored with the task.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from coderun.config import Settings
+from coderun.envs.local import LocalEnv, find_local_env
+from coderun.errors import TaskError
+from coderun.manifests.schema import Manifest
+from coderun.records import RigorSummary, Task, TaskInputs, TaskStatus
+from coderun.tasks import inputs as plan
+from coderun.tasks import store
+from coderun.tasks.discovery import Candidate
+from coderun.tasks.parallel import Meter, err, parallel
+from coderun.tasks.sandbox_runs import sandbox_tests
+
+# (nodeids, payload, budget, configuration) -> (outcomes per test, the differential record or None)
+Observe = Callable[[list[str], str, float, str], tuple[dict[str, str], "dict | None"]]
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What the recording gave for one task (rigor/record.s Recording, reduced to what this stage reads)."""
+
+    inputs: tuple[str, ...]
+    seen: int = 0
+    uncaptured: tuple[tuple[str, int], ...] = ()
+    nondeterministic: int = 0
+
+
+def task_inputs(task: Task, recorded: Recorded | None, observe: Observe) -> tuple[TaskInputs | None, RigorSummary]:
+    """The task's differential inputs (None when there are none) and its summary (why not, when not)."""
+    base = RigorSummary(recorded=len(recorded.inputs) if recorded else 0, seen=recorded.seen if recorded else 0,
+                        uncaptured=dict(recorded.uncaptured) if recorded else {},
+                        nondeterministic=recorded.nondeterministic if recorded else 0)
+    if recorded is None or not recorded.inputs:
+        return None, base.model_copy(update={"note": _why_none(base)})
+    conf = task.runs()[0]
+    outcomes, record = observe(list(conf.tests), plan.explore_payload(task, recorded.inputs),
+                               plan.EXPLORE_BUDGET, conf.name)
+    problem = _problem(conf.tests, outcomes, record)
+    if problem:
+        return None, base.model_copy(update={"note": f"exploring the original: {problem}"})
+    candidates = [c for c in record.get("candidates") or [] if isinstance(c, dict) and plan.usable(c)]
+    summary = base.model_copy(update={"candidates": len(candidates), "mutants": int(record.get("mutants") or 0)})
+    chosen = [candidates[i] for i in plan.reduce(candidates)]
+    if not chosen:
+        return None, summary.model_copy(update={"note": "the original ended differently on every input when "
+                                                        "called twice"})
+    expected = [c["obs"] for c in chosen]
+    limit = plan.check_limit(expected)
+    target = plan.target(task)
+    payload = plan.check_payload(target, [c["input"] for c in chosen], limit, plan.CHECK_BUDGET)
+    outcomes, record = observe(list(conf.tests), payload, plan.CHECK_BUDGET, conf.name)
+    problem = _problem(conf.tests, outcomes, record)
+    again = None if problem else record.get("observations")
+    keep = [c for c, ok in zip(chosen, plan.confirmed(expected, again), strict=True) if ok]
+    summary = summary.model_copy(update={
+        "inputs": len(keep), "augmented": sum(c.get("origin") != "recorded" for c in keep),
+        "dropped": len(chosen) - len(keep),
+        "note": "" if keep else f"confirming the inputs: {problem or 'the original did not repeat itself'}"})
+    if not keep:
+        return None, summary
+    return TaskInputs(task_id=task.task_id, target=target, inputs=[c["input"] for c in keep],
+                      expected=[c["obs"] for c in keep], origins=[str(c.get("origin") or "recorded") for c in keep],
+                      limit=limit, budget=plan.CHECK_BUDGET), summary
+
+
+def _problem(tests: list[str], outcomes: dict[str, str], record: dict | None) -> str:
+    """Why a run of the original gave nothing to use ("" when it did)."""
+    failed = [n for n in tests if outcomes.get(n) != "passed"]
+    if failed:
+        return f"{len(failed)} of its tests did not pass (first: {failed[0]})"
+    if record is None:
+        return "the step left no record"
+    if record.get("error") or record.get("skipped"):
+        return str(record.get("error") or record.get("skipped"))
+    return ""
+
+
+def _why_none(summary: RigorSummary) -> str:
+    if summary.seen == 0 and not summary.uncaptured:
+        return "no call recorded while its tests ran"
+    why = ", ".join(f"{n} {k}" for k, n in sorted(summary.uncaptured.items()) if n) or "none deterministic"
+    return f"no call could be recorded ({why})"
+
+
+def project_inputs(tasks: list[Task], recorded: dict[str, Recorded], observe: Observe, jobs: int,
+                   say: Callable[[str], None], progress: bool, project: str) -> tuple[list[Task], list[TaskInputs]]:
+    """Every benchmark task's inputs, `jobs` tasks at a time: the tasks with their summaries set, and the
+    inputs of those that have some."""
+    todo = [t for t in tasks if t.status in (TaskStatus.VERIFIED, TaskStatus.WEAK) and t.tests]
+    summaries: dict[str, RigorSummary] = {}
+    found: list[TaskInputs] = []
+    with Meter(f"{project} pass+", len(todo), Counter(), progress) as meter:
+        for task, (inputs, summary) in parallel(lambda t: task_inputs(t, recorded.get(t.task_id), observe),
+                                                todo, jobs, say):
+            summaries[task.task_id] = summary
+            if inputs is not None:
+                found.append(inputs)
+            meter.advance("inputs" if inputs is not None else "none")
+    updated = [t.model_copy(update={"rigor": summaries[t.task_id]}) if t.task_id in summaries else t for t in tasks]
+    return updated, found
+
+
+def build_rigor(manifest: Manifest, settings: Settings, backend: str = "local", progress: bool = True,
+                jobs: int = 1) -> dict[str, RigorSummary]:
+    """The pass+ inputs of a project's stored tasks, derived again (after a coderun upgrade, or for a store
+    built before pass+) without rebuilding the tasks; returns each benchmark task's summary."""
+    jobs = max(1, jobs)
+    say = err.print if progress else (lambda *a, **k: None)
+    env = find_local_env(manifest, settings)
+    tasks = store.query(settings, project=manifest.name)
+    if env is None or not tasks:
+        raise TaskError(f"{manifest.name}: no stored tasks to derive pass+ inputs for",
+                        hint=f"build them first: coderun tasks build {manifest.name}")
+    stale = {t.commit for t in tasks} - {env.checkout.commit}
+    if stale:
+        raise TaskError(f"{manifest.name}: the stored tasks were built at {sorted(stale)[0][:12]}, the environment "
+                        f"is at {env.checkout.commit[:12]}", hint=f"rebuild them: coderun tasks build {manifest.name}")
+    logs = settings.runs / "tasks" / manifest.name
+    logs.mkdir(parents=True, exist_ok=True)
+    benchmark = [t for t in tasks if t.status in (TaskStatus.VERIFIED, TaskStatus.WEAK) and t.tests]
+    recorded = record(manifest, env, {t.task_id: (plan.target(t), t.tests) for t in benchmark}, logs, say)
+    durations = {n: d for t in tasks for n, d in t.test_durations.items()}
+    notes: list[str] = []
+    with sandbox_tests(manifest, settings, backend, env, logs, durations, jobs, notes) as runner:
+        tasks, inputs = project_inputs(tasks, recorded, runner.observe, jobs, say, progress, manifest.name)
+    store.save_rigor(settings, manifest.name, tasks, inputs)
+    return {t.task_id: t.rigor for t in tasks if t.rigor is not None}
+
+
+def record(manifest: Manifest, env: LocalEnv, targets: dict[str, tuple[dict, list[str]]], logs: Path, say
+            ) -> dict[str, Recorded]:
+    """Every call of each target its tests make, recorded twice on the pristine project in its venv
+    (rigor/record); only the calls that gave the same results both times are kept."""
+    from coderun.rigor.record import record_calls
+
+    if not targets:
+        return {}
+    say(f"[bold]{manifest.name}[/]: recording the calls of {len(targets)} functions (two runs of their tests)")
+    recordings = record_calls(manifest, env.python, env.checkout.path, targets, log=logs / "recording.log")
+    return {tid: Recorded(inputs=tuple(c.input for c in r.calls), seen=r.seen,
+                          uncaptured=tuple(sorted(r.uncaptured.items())), nondeterministic=r.nondeterministic)
+            for tid, r in recordings.items()}
+
+
+def candidate_target(c: Candidate) -> dict[str, object]:
+    fn = c.function
+    return {"file": fn.file, "qualname": fn.qualname, "name": fn.name, "lineno": fn.lineno,
+            "first": fn.start_lineno, "end_lineno": fn.end_lineno}
