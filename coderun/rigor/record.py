@@ -21,11 +21,10 @@ from pathlib import Path
 from pydantic import Field, JsonValue
 
 from coderun.envs.services import expand, start_services
-from coderun.envs.testrun import pytest_command, test_env
+from coderun.envs.testrun import pytest_command, run_logged, test_env, venv_env
 from coderun.errors import TaskError
 from coderun.manifests.schema import Manifest
 from coderun.records import Record
-from coderun.tasks.coverage_map import run_logged, venv_env
 
 HARNESS = Path(__file__).resolve().parent.parent / "harness"
 PLUGIN_FILES = ("coderun_recorder.py", "coderun_values.py")
@@ -116,9 +115,8 @@ def _run_once(manifest: Manifest, python: Path, tree: Path, run_dir: Path, plugi
             proc = run_logged(cmd, copy, expand(env, services.env), manifest.tests.timeout * 3, log,
                               what="the recording run")
         complete = proc.returncode in (0, 1)
-    except TaskError as e:  # timed out or could not start: what it wrote may still be there
+    except TaskError:  # timed out or could not start (said in the log): what it wrote may still be there
         complete = False
-        _note(log, f"[recording run: {e.message}]")
     if not out_file.is_file() or out_file.stat().st_size == 0:
         return None
     out = _read(out_file)
@@ -172,10 +170,3 @@ def _merge(task_id: str, outputs: list[_RunOutput]) -> Recording:
 
 def _without_seconds(obs: dict) -> dict:
     return {k: v for k, v in obs.items() if k != "seconds"}
-
-
-def _note(log: Path | None, text: str) -> None:
-    if log is not None:
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with log.open("a") as fh:
-            fh.write(text + "\n")

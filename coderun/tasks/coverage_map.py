@@ -13,7 +13,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Iterable
@@ -21,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coderun.envs.services import expand, start_services
-from coderun.envs.testrun import pytest_command, test_env
+from coderun.envs.testrun import pytest_command, run_logged, test_env, venv_env
 from coderun.errors import TaskError
 from coderun.manifests.schema import Manifest
 from coderun.records import Baseline, TestOutcome
@@ -205,16 +204,6 @@ def test_file(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
-def venv_env(python: Path) -> dict[str, str]:
-    """os.environ for a run in the venv of `python`: its bin first, no outside Python or coverage settings."""
-    venv = python.parent.parent
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PYTHON", "VIRTUAL_ENV", "PYENV_VERSION", "COV_CORE", "COVERAGE"))}
-    env["VIRTUAL_ENV"] = str(venv)
-    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    return env
-
-
 def collect_coverage(manifest: Manifest, python: Path, tree: Path, baseline: Baseline | None, *,
                      log: Path | None = None) -> CoverageMap:
     """Run the suite on a copy of `tree` under coverage with per-test contexts; fall back by file name.
@@ -272,10 +261,11 @@ def _run_with_contexts(manifest: Manifest, python: Path, copy: Path, work: Path,
     pytest_cmd = pytest_command(manifest, python, rootdir=copy, extra=["-p", "coderun_covctx"])
     cmd = [str(python), "-m", "coverage", "run", f"--rcfile={rc}", *pytest_cmd[1:]]
     with start_services(manifest.tests.services) as services:
-        out = run_logged(cmd, copy, expand(env, services.env), manifest.tests.timeout * 3, log)
+        out = run_logged(cmd, copy, expand(env, services.env), manifest.tests.timeout * 3, log,
+                         what="the coverage run")
     if out.returncode not in (0, 1) or not outcomes_file.is_file() or not data_file.is_file():
         raise TaskError(f"{manifest.name}: the coverage run did not complete (exit {out.returncode}): "
-                        + tail(out.stdout))
+                        + _tail(out.stdout))
     raw = json.loads(outcomes_file.read_text())
     outcomes = {n: TestOutcome(nodeid=n, outcome=o, duration=round(d, 4)) for n, (o, d) in raw["outcomes"].items()}
     if raw["network"] is None:
@@ -283,9 +273,10 @@ def _run_with_contexts(manifest: Manifest, python: Path, copy: Path, work: Path,
     else:
         network, network_note = {n: tuple(a) for n, a in raw["network"].items()}, ""
     dump = work / "contexts.json"
-    read = run_logged([str(python), str(work / "reader.py"), str(data_file), str(dump)], work, env, 600, log)
+    read = run_logged([str(python), str(work / "reader.py"), str(data_file), str(dump)], work, env, 600, log,
+                      what="reading the coverage data")
     if read.returncode != 0:
-        raise TaskError(f"{manifest.name}: cannot read the coverage data: {tail(read.stdout)}")
+        raise TaskError(f"{manifest.name}: cannot read the coverage data: {_tail(read.stdout)}")
     return _relativize(json.loads(dump.read_text()), copy), outcomes, network, network_note
 
 
@@ -300,34 +291,7 @@ def _relativize(raw: dict[str, dict[str, list[str]]], copy: Path) -> dict[str, d
     return out
 
 
-def run_logged(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float, log: Path | None, *,
-               what: str = "the coverage run") -> subprocess.CompletedProcess:
-    """Run `cmd` (stdout and stderr together), appending its output to `log`, even a timed out run's.
-    Raises TaskError when it times out or cannot start."""
-    try:
-        proc = subprocess.run(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, errors="replace", timeout=timeout)
-    except subprocess.TimeoutExpired as e:
-        _log(log, cmd, _text(e.output) + f"\n[timed out after {timeout:.0f}s]")
-        raise TaskError(f"{what} timed out after {timeout:.0f}s") from None
-    except OSError as e:
-        raise TaskError(f"cannot start {cmd[0]}: {e}") from None
-    _log(log, cmd, proc.stdout)
-    return proc
-
-
-def _text(output: str | bytes | None) -> str:
-    return output.decode("utf-8", "replace") if isinstance(output, bytes) else output or ""
-
-
-def _log(log: Path | None, cmd: list[str], output: str) -> None:
-    if log is not None:
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with log.open("a") as fh:
-            fh.write(f"$ {' '.join(cmd)}\n{output}\n")
-
-
-def tail(text: str, lines: int = 12) -> str:
+def _tail(text: str, lines: int = 12) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
