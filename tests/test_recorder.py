@@ -293,3 +293,16 @@ def test_record_calls_without_output_says_the_run_failed(project, tmp_path):
     targets = {"toy/add": (TARGETS["add"], ["tests/test_mod.py::test_add"])}
     got = record_calls(_manifest(project), python, project, targets, log=None)
     assert got["toy/add"].calls == [] and got["toy/add"].uncaptured == {"run_failed": 1}
+
+
+def test_tests_that_replace_the_tracer_are_reported(tmp_path):
+    """A test that sets its own sys.settrace stops the recording: the output must say so, not look complete."""
+    root = tmp_path / "tracer"
+    write_tree(root, {"pkg/__init__.py": "", "pkg/mod.py": MODULE, "tests/test_trace.py":
+                      "import sys\nfrom pkg.mod import add\n\n\ndef test_a():\n    assert add(1, 1) == 2\n"
+                      "    sys.settrace(None)\n    sys.settrace(lambda *a: None)\n\n\n"
+                      "def test_b():\n    assert add(2, 2) == 4\n"})
+    calls, counts, errors = _plugin_run(root, tmp_path)
+    assert [c["obs"]["value"] for c in calls["add"]] == [2]
+    assert counts["add"]["calls"] == 1
+    assert len(errors) == 1 and "replaced the recorder's tracer" in errors[0]
