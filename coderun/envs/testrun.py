@@ -1,10 +1,13 @@
-"""How a project's tests are run and read: one pytest command line and one junit parser for everyone.
+"""How a project's tests are run and read: one pytest command line, one environment for a run in the project's
+venv, and one junit parser for everyone.
 
 unittest suites run through pytest as well, so every stage sees pytest node ids.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -49,6 +52,41 @@ def test_env(manifest: Manifest, tree: str | Path, configuration: str = "") -> d
                             hint="the tasks were built with another manifest: build them again")
         env.update(conf.env)
     return {k: v for k, v in env.items() if v is not None}
+
+
+def venv_env(python: Path) -> dict[str, str]:
+    """os.environ for a run in the venv of `python`: its bin first, no outside Python or coverage settings."""
+    venv = python.parent.parent
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYTHON", "VIRTUAL_ENV", "PYENV_VERSION", "COV_CORE", "COVERAGE"))}
+    env["VIRTUAL_ENV"] = str(venv)
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def run_logged(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float, log: Path | None, *,
+               what: str = "the test run") -> subprocess.CompletedProcess:
+    """Run `cmd` (stdout and stderr together), appending its output to `log`, a timed out run's too.
+    Raises TaskError when it times out or cannot start."""
+    try:
+        proc = subprocess.run(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, errors="replace", timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        output = e.output.decode("utf-8", "replace") if isinstance(e.output, bytes) else e.output or ""
+        append_log(log, cmd, f"{output}\n[timed out after {timeout:.0f}s]")
+        raise TaskError(f"{what} timed out after {timeout:.0f}s") from None
+    except OSError as e:
+        append_log(log, cmd, f"[cannot start: {e}]")
+        raise TaskError(f"cannot start {cmd[0]}: {e}") from None
+    append_log(log, cmd, proc.stdout)
+    return proc
+
+
+def append_log(log: Path | None, cmd: list[str], output: str) -> None:
+    if log is not None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("a") as fh:
+            fh.write(f"$ {' '.join(cmd)}\n{output}\n")
 
 
 def _nodeid(case: ET.Element, rootdir: Path | None) -> str:

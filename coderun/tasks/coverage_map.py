@@ -13,7 +13,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Iterable
@@ -21,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coderun.envs.services import expand, start_services
-from coderun.envs.testrun import pytest_command, test_env
+from coderun.envs.testrun import pytest_command, run_logged, test_env, venv_env
 from coderun.errors import TaskError
 from coderun.manifests.schema import Manifest
 from coderun.records import Baseline, TestOutcome
@@ -205,15 +204,6 @@ def test_file(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
 
 
-def _venv_env(python: Path) -> dict[str, str]:
-    venv = python.parent.parent
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PYTHON", "VIRTUAL_ENV", "PYENV_VERSION", "COV_CORE", "COVERAGE"))}
-    env["VIRTUAL_ENV"] = str(venv)
-    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    return env
-
-
 def collect_coverage(manifest: Manifest, python: Path, tree: Path, baseline: Baseline | None, *,
                      log: Path | None = None) -> CoverageMap:
     """Run the suite on a copy of `tree` under coverage with per-test contexts; fall back by file name.
@@ -262,7 +252,7 @@ def _run_with_contexts(manifest: Manifest, python: Path, copy: Path, work: Path,
     # Our own rc file, so a project's [coverage:run] settings (parallel, branch, source) do not apply.
     rc.write_text(f"[run]\ndata_file = {data_file}\nsource =\n    {copy}\nparallel = False\n")
     outcomes_file = work / "outcomes.json"
-    env = _venv_env(python)
+    env = venv_env(python)
     t_env = test_env(manifest, copy)
     env.update(t_env)
     env["PYTHONPATH"] = os.pathsep.join([t_env["PYTHONPATH"], str(plugin_dir)])
@@ -271,7 +261,8 @@ def _run_with_contexts(manifest: Manifest, python: Path, copy: Path, work: Path,
     pytest_cmd = pytest_command(manifest, python, rootdir=copy, extra=["-p", "coderun_covctx"])
     cmd = [str(python), "-m", "coverage", "run", f"--rcfile={rc}", *pytest_cmd[1:]]
     with start_services(manifest.tests.services) as services:
-        out = _run(cmd, copy, expand(env, services.env), manifest.tests.timeout * 3, log)
+        out = run_logged(cmd, copy, expand(env, services.env), manifest.tests.timeout * 3, log,
+                         what="the coverage run")
     if out.returncode not in (0, 1) or not outcomes_file.is_file() or not data_file.is_file():
         raise TaskError(f"{manifest.name}: the coverage run did not complete (exit {out.returncode}): "
                         + _tail(out.stdout))
@@ -282,7 +273,8 @@ def _run_with_contexts(manifest: Manifest, python: Path, copy: Path, work: Path,
     else:
         network, network_note = {n: tuple(a) for n, a in raw["network"].items()}, ""
     dump = work / "contexts.json"
-    read = _run([str(python), str(work / "reader.py"), str(data_file), str(dump)], work, env, 600, log)
+    read = run_logged([str(python), str(work / "reader.py"), str(data_file), str(dump)], work, env, 600, log,
+                      what="reading the coverage data")
     if read.returncode != 0:
         raise TaskError(f"{manifest.name}: cannot read the coverage data: {_tail(read.stdout)}")
     return _relativize(json.loads(dump.read_text()), copy), outcomes, network, network_note
@@ -297,22 +289,6 @@ def _relativize(raw: dict[str, dict[str, list[str]]], copy: Path) -> dict[str, d
             continue
         out[Path(rel).as_posix()] = {int(ln): frozenset(ctxs) for ln, ctxs in per_line.items() if ctxs}
     return out
-
-
-def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float, log: Path | None
-         ) -> subprocess.CompletedProcess:
-    try:
-        proc = subprocess.run(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, errors="replace", timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise TaskError(f"the coverage run timed out after {timeout:.0f}s") from None
-    except OSError as e:
-        raise TaskError(f"cannot start {cmd[0]}: {e}") from None
-    if log is not None:
-        log.parent.mkdir(parents=True, exist_ok=True)
-        with log.open("a") as fh:
-            fh.write(f"$ {' '.join(cmd)}\n{proc.stdout}\n")
-    return proc
 
 
 def _tail(text: str, lines: int = 12) -> str:
