@@ -28,7 +28,7 @@ from coderun.records import Record
 
 HARNESS = Path(__file__).resolve().parent.parent / "harness"
 PLUGIN_FILES = ("coderun_recorder.py", "coderun_values.py")
-MAX_CALLS = 20            # distinct inputs captured per task and run
+MAX_CALLS = 40            # distinct inputs captured per task and run (random inputs crowd out stable ones)
 MAX_BYTES = 65536         # of one pickled input
 # What the plugin counts besides uncaptured calls: not a reason a call is missing from a recording.
 _NOT_UNCAPTURED = ("calls", "captured", "repeated")
