@@ -8,15 +8,21 @@ it returns as a `differential` record. The host compares; nothing here judges a 
                "explore": {"seed": int, "per_input": 8, "max_candidates": 200, "mutants": 20}}
 
 check:   {"mode": "check", "observations": [obs per input, in order]}
-explore: {"mode": "explore", "mutants": n, "candidates": [{"input", "origin", "obs", "again", "arcs", "kills"}]}
+explore: {"mode": "explore", "mutants": n, "candidates": [{"input", "origin", "obs", "again", "arcs", "kills"}],
+          "mutated": [[line, what changed] per mutant], "dropped": mutated inputs the original refused,
+          "mutants_skipped": why no mutant could be made (when so)}
          (run at build time on the original: the recorded inputs plus type-aware mutants of them, each called
          twice; the arcs of the target's body each executed; which AST mutants of the body each tells apart)
-Either may carry "stopped": {"at": i, "why": ...} when the budget ran out (check: inputs from i on are
-`timeout`); a target that cannot be found gives {"error": why} and nothing is called.
+Either may carry "stopped": {"at": i, "phase": ..., "why": ...} when the budget ran out: check (phase
+"inputs"), inputs from i on are `timeout`; explore, candidate i and later were not tried (phase "candidates",
+and no kills are computed) or mutant i and later were not run (phase "mutants"). A target that cannot be
+found gives {"error": why} and nothing is called.
 
 The formats (input, obs, target) are issue 23's; the forms are coderun_values'. Each call gets a fresh copy
-of its input and a time limit (SIGALRM, raising CallTimeout, a BaseException, again every 50 ms until the call
-is over so that a bare `except:` does not swallow it for good). Standalone: stdlib only, Python 3.7.
+of its input and a time limit: SIGALRM raises CallTimeout (a BaseException), again every 50 ms until the
+call is over, and a call during which it fired is a `timeout` even if the function caught it and returned.
+(A loop that catches BaseException forever cannot be stopped from inside the process: the host's wall clock
+ends it.) Standalone: stdlib only, Python 3.7.
 """
 
 import ast
@@ -173,8 +179,8 @@ class _Budget:
     def left(self):
         return self.deadline - _monotonic()
 
-    def stopped(self, at):
-        return {"at": at, "why": f"the budget of {self.budget:g} s was used up"}
+    def stopped(self, at, phase="inputs"):
+        return {"at": at, "phase": phase, "why": f"the budget of {self.budget:g} s was used up"}
 
 
 def _obs(outcome, value=None, args=None, kwargs=None, seconds=0.0):
@@ -334,7 +340,7 @@ def _explore(fn, method, target, root, inputs, options, clock):
     for text, origin in candidates:
         left = clock.left()
         if left <= 0:
-            stopped = clock.stopped(len(kept) + dropped)
+            stopped = clock.stopped(len(kept) + dropped, "candidates")
             break
         arcs = set()
         obs = observe(fn, text, min(clock.limit, left), arcs)
@@ -614,7 +620,7 @@ def _kills(mutants, kept, clock):
         for cand in kept:
             left = clock.left()
             if left <= 0:
-                return clock.stopped(m)
+                return clock.stopped(m, "mutants")
             obs = observe(mutant, cand["input"], min(clock.limit, _MUTANT_LIMIT, left))
             if _essence(obs) != _essence(cand["obs"]):
                 cand["kills"].append(m)
