@@ -337,7 +337,8 @@ def test_a_clean_run_with_the_step_reports_no_tampering(tmp_path):
         assert "error" not in _differential(records)
 
 
-@pytest.mark.parametrize("replaced", ["coderun_reporter._trim", "coderun_differential._form"])
+@pytest.mark.parametrize("replaced", ["coderun_reporter._trim", "coderun_differential._form",
+                                      "coderun_mutants.candidates"])
 def test_tampering_during_the_differential_calls_is_caught_at_the_session_end(tmp_path, replaced):
     """A sample that waits for the differential step (an input its tests never use) to replace a function
     of the harness is named by the check that follows the step."""

@@ -122,7 +122,8 @@ def _from_installed_package(obj) -> bool:
 _REPLACED_CODES = {"_pytest": "pytest_replaced", "pytest": "pytest_replaced", "pluggy": "pytest_replaced",
                    "unittest": "unittest_replaced", "coderun_reporter": "reporter_replaced",
                    "coderun_integrity": "reporter_replaced", "coderun_values": "reporter_replaced",
-                   "coderun_differential": "reporter_replaced", "builtins": "runtime_replaced",
+                   "coderun_differential": "reporter_replaced", "coderun_mutants": "reporter_replaced",
+                   "builtins": "runtime_replaced",
                    "sys": "runtime_replaced"}
 _PLUGINS_CODE = "plugin_registered_during_tests"
 _FORGED_CODE = "outcome_forged"
