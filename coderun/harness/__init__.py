@@ -13,7 +13,8 @@ from pathlib import Path
 HARNESS_DIR = Path(__file__).parent
 
 # The reporter (a pytest plugin, loaded with `-p coderun_reporter`) and what it imports: every executor's.
-REPORTER_FILES = ("coderun_reporter.py", "coderun_integrity.py")
+REPORTER_FILES = ("coderun_reporter.py", "coderun_integrity.py", "coderun_values.py", "coderun_differential.py",
+                  "coderun_mutants.py")
 
 # What the worker needs in the sandbox's harness folder besides the reporter (coderun_worker.py runs there).
 WORKER_FILES = (

@@ -7,11 +7,15 @@ removed from os.environ as soon as it is imported (before conftest files or test
     CODERUN_REPORT          path of the report file (JSON lines, opened once for appending)
     CODERUN_REPORT_TOKEN    a random token copied into every record, so stray lines are ignored
     CODERUN_TEST_TIMEOUT    seconds allowed per test (setup + call + teardown); 0 disables
+    CODERUN_DIFF            path of the differential step's payload (JSON, read at once; see below)
 
 Records: `start`, `collected` (node ids and collection errors), `begin` / `test` per test, `tamper`
 (the harness changed: a stable `code` and the words `what`), `note` (the same machinery replaced by code of
 an installed package, i.e. a test dependency such as flexmock), `finish`.
 `--coderun-keep NODEID` (repeatable) selects the tests to run after collection.
+With a payload, the session's end first runs the differential step (coderun_differential) when every test
+that ran passed, and writes its result as a `differential` record (else `{"skipped": "tests failed"}`);
+the integrity check that follows covers what the calls did.
 
 What this guarantees, honestly: the generated code runs in this same process, so code written to attack
 coderun specifically can forge records; the host corroborates a pass with what the process wrote elsewhere
@@ -32,17 +36,33 @@ import sys
 import time
 
 import _pytest.outcomes as _pytest_outcomes
+import coderun_differential as differential
 import coderun_integrity as integrity
 import pytest
 
 _TOKEN, _TIMEOUT, _ROOT, _FD, _STDERR = "", 0.0, "", -1, None
+# The payload as read: (its text, the reason it could not be read) or None without CODERUN_DIFF. Kept as an
+# immutable string (parsed at the end), so the sample's code can neither edit it in place nor rebind it
+# unseen (the reporter's globals are watched).
+_DIFF = None
+_run_differential = differential.run
+
+
+def _read_payload(path: str) -> tuple[str, str]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read(), ""
+    except (OSError, ValueError) as e:
+        return "", f"the payload could not be read: {type(e).__name__}: {e}"
 
 
 def _arm() -> None:
     """Read (and remove) the three variables. Called on import; coderun's worker, which imports this
     module once per task before forking a process per sample, calls it again in each of them."""
-    global _TOKEN, _TIMEOUT, _ROOT, _FD, _STDERR
+    global _TOKEN, _TIMEOUT, _ROOT, _FD, _STDERR, _DIFF
     path = os.environ.pop("CODERUN_REPORT", "")
+    diff = os.environ.pop("CODERUN_DIFF", "")
+    _DIFF = _read_payload(diff) if diff else None
     _TOKEN = os.environ.pop("CODERUN_REPORT_TOKEN", "")
     _TIMEOUT = float(os.environ.pop("CODERUN_TEST_TIMEOUT", "0") or 0)
     _ROOT = os.path.realpath(os.getcwd())   # the sample's copy: pytest runs from its root
@@ -101,7 +121,9 @@ def _from_installed_package(obj) -> bool:
 # words a person reads. The host treats a code it does not know as tampering.
 _REPLACED_CODES = {"_pytest": "pytest_replaced", "pytest": "pytest_replaced", "pluggy": "pytest_replaced",
                    "unittest": "unittest_replaced", "coderun_reporter": "reporter_replaced",
-                   "coderun_integrity": "reporter_replaced", "builtins": "runtime_replaced",
+                   "coderun_integrity": "reporter_replaced", "coderun_values": "reporter_replaced",
+                   "coderun_differential": "reporter_replaced", "coderun_mutants": "reporter_replaced",
+                   "builtins": "runtime_replaced",
                    "sys": "runtime_replaced"}
 _PLUGINS_CODE = "plugin_registered_during_tests"
 _FORGED_CODE = "outcome_forged"
@@ -330,13 +352,35 @@ def pytest_runtest_logfinish(nodeid, location):
     _check_tampering(_config, f"after {nodeid}")
     phases = _phases.pop(nodeid, {})
     outcome, message, duration = _merge(phases)
+    _ran[outcome] = _ran.get(outcome, 0) + 1
     _emit("test", nodeid=nodeid, outcome=outcome, duration=duration, message=message,
           timeout=nodeid in _timed_out, at=time.time())
 
 
+_ran: dict[str, int] = {}   # tests by outcome (the differential step runs when all that ran passed)
+
+
 def pytest_sessionfinish(session, exitstatus):
+    if _DIFF is not None:
+        _differential(session)
     _check_tampering(session.config, "at the end of the session")
     _emit("finish", exitstatus=int(exitstatus), integrity=dict(integrity.cost))
+
+
+def _differential(session) -> None:
+    """The differential step, after the tests and before the session's last integrity check."""
+    text, unreadable = _DIFF
+    if session.testsfailed or _ran.get("failed") or _ran.get("error"):
+        _emit("differential", skipped="tests failed")
+        return
+    if not _ran.get("passed"):
+        _emit("differential", skipped="no test ran")
+        return
+    try:
+        result = {"error": unreadable} if unreadable else _run_differential(json.loads(text), root=_ROOT)
+    except Exception as e:  # a malformed payload, or a bug of the step: said in the record, tests unaffected
+        result = {"error": f"the differential step raised {type(e).__name__}: {e}"}
+    _emit("differential", **result)
 
 
 def _module_of(plugin) -> str:
