@@ -262,9 +262,12 @@ def test_a_target_that_cannot_be_called_alone_is_an_error_and_nothing_runs(tmp_p
     target = dict(_target(root, "outer"), qualname="outer.<locals>.inner", name="inner")
     result = _differential(_run(tmp_path, root, {"mode": "check", "target": target, "inputs": [], "limit": 1}))
     assert set(result) == {"token", "kind", "error"} and "<locals>" in result["error"], result
+    # Exploring the original, the def must be where the task says; checking a sample, only file and name.
     moved = dict(_target(root, "scale"), lineno=1, first=1)
-    result = _differential(_run(tmp_path, root, {"mode": "check", "target": moved, "inputs": [], "limit": 1}))
+    result = _differential(_run(tmp_path, root, {"mode": "explore", "target": moved, "inputs": [], "limit": 1}))
     assert "was found at" in result["error"], result
+    result = _differential(_run(tmp_path, root, {"mode": "check", "target": moved, "inputs": [], "limit": 1}))
+    assert result.get("observations") == [] and "error" not in result, result
 
 
 def test_a_failing_test_skips_the_step(tmp_path):

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from coderun.harness import HARNESS_DIR as HARNESS
 from coderun.harness.coderun_values import load_call
 from coderun.manifests.schema import Manifest
-from coderun.rigor.record import HARNESS, record_calls
+from coderun.rigor.record import record_calls
 from tests.helpers import write_tree
 
 MODULE = '''import functools

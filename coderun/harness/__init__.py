@@ -16,6 +16,10 @@ HARNESS_DIR = Path(__file__).parent
 REPORTER_FILES = ("coderun_reporter.py", "coderun_integrity.py", "coderun_values.py", "coderun_differential.py",
                   "coderun_mutants.py")
 
+# The recorder (a pytest plugin, `-p coderun_recorder`), run by the task build in the project's venv, never in a
+# sandbox: what it imports.
+RECORDER_FILES = ("coderun_recorder.py", "coderun_values.py")
+
 # What the worker needs in the sandbox's harness folder besides the reporter (coderun_worker.py runs there).
 WORKER_FILES = (
     "coderun_worker.py",      # the worker process (its entry point)

@@ -61,7 +61,9 @@ def run(payload, root):
     set_roots([root, tempfile.gettempdir()])
     target = payload.get("target") or {}
     try:
-        fn, method = resolve(target, root)
+        # A sample's def may sit on other lines than the original's (decorators added or dropped): checked,
+        # only the file and the name must match; exploring the original, its lines must too.
+        fn, method = resolve(target, root, lines=payload.get("mode") != "check")
     except TargetError as e:
         return {"error": str(e)}
     clock = _Budget(payload.get("budget"), float(payload.get("limit") or 1.0))
@@ -76,7 +78,7 @@ def run(payload, root):
 
 # -- the target ---------------------------------------------------------------------------------
 
-def resolve(target, root):
+def resolve(target, root, lines=True):
     """(the raw function, whether its first argument is a receiver) of a target; raises TargetError."""
     path = os.path.realpath(os.path.join(root, target.get("file") or ""))
     name, qualname = target.get("name"), str(target.get("qualname") or "")
@@ -94,7 +96,7 @@ def resolve(target, root):
         raise TargetError(f"{qualname} is not a function named {name} once unwrapped ({type(raw).__name__})")
     code = fn.__code__
     first, lineno = int(target.get("first") or 0), int(target.get("lineno") or 0)
-    if os.path.realpath(code.co_filename) != path or not first <= code.co_firstlineno <= lineno:
+    if os.path.realpath(code.co_filename) != path or lines and not first <= code.co_firstlineno <= lineno:
         raise TargetError(f"{qualname} was found at {code.co_filename}:{code.co_firstlineno}, "
                           f"not at {target.get('file')}:{first}-{lineno}")
     return fn, isinstance(holder, type) and not isinstance(raw, staticmethod)

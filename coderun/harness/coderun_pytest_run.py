@@ -66,8 +66,11 @@ def child_env(w: SampleServer, req: dict, base: str, project: str) -> dict[str, 
 
 
 def sample_env(req: dict, rep_w: int) -> dict[str, str]:
+    """The reporter's variables for one sample. The differential payload is named again here: a template's
+    reporter popped it from the environment the child inherits, and it re-arms from this."""
     return {"CODERUN_REPORT": f"/dev/fd/{rep_w}", "CODERUN_REPORT_TOKEN": req["token"],
-            "CODERUN_TEST_TIMEOUT": str(req["per_test_timeout"]), "CODERUN_SAMPLE": req["token"]}
+            "CODERUN_TEST_TIMEOUT": str(req["per_test_timeout"]), "CODERUN_SAMPLE": req["token"],
+            "CODERUN_DIFF": (req.get("env") or {}).get("CODERUN_DIFF", "")}
 
 
 def enter_project(w: SampleServer, req: dict, base: str, project: str, env: dict[str, str]) -> None:

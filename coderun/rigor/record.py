@@ -23,11 +23,10 @@ from pydantic import Field, JsonValue
 from coderun.envs.services import expand, start_services
 from coderun.envs.testrun import pytest_command, run_logged, test_env, venv_env
 from coderun.errors import TaskError
+from coderun.harness import HARNESS_DIR, RECORDER_FILES
 from coderun.manifests.schema import Manifest
 from coderun.records import Record
 
-HARNESS = Path(__file__).resolve().parent.parent / "harness"
-PLUGIN_FILES = ("coderun_recorder.py", "coderun_values.py")
 MAX_CALLS = 40            # distinct inputs captured per task and run (random inputs crowd out stable ones)
 MAX_BYTES = 65536         # of one pickled input
 # What the plugin counts besides uncaptured calls: not a reason a call is missing from a recording.
@@ -84,8 +83,8 @@ def record_calls(manifest: Manifest, python: Path, tree: Path,
         work = Path(tmp)
         plugin_dir = work / "plugin"
         plugin_dir.mkdir()
-        for name in PLUGIN_FILES:
-            shutil.copy2(HARNESS / name, plugin_dir / name)
+        for name in RECORDER_FILES:
+            shutil.copy2(HARNESS_DIR / name, plugin_dir / name)
         for i in range(1, runs + 1):
             out = _run_once(manifest, python, tree, work / f"run-{i}", plugin_dir, spec, union, log)
             if out is None:
