@@ -89,7 +89,7 @@ def _md_run(r: RunReport) -> list[str]:
     plus = plus_table(r)
     if plus:
         out += ["## pass+ (the project's tests, and agreeing with the original on the differential inputs)", "",
-                *_md_table(*plus), PLUS_NOTE, ""]
+                *_md_table(*plus), plus_counts(r), "", PLUS_NOTE, ""]
     out += ["## Acc@k", ""]
     if r.overall.acc_at_k is None:
         out += [r.acc_note or "Acc@k unavailable.", ""]
@@ -109,8 +109,8 @@ def _md_run(r: RunReport) -> list[str]:
 
 
 PLUS_NOTE = ("pass+ counts a pass only when the sample also did what the original did on every differential "
-             "input of its task; `overturned` are project-test passes it turns into failures "
-             "(functional/differential). Tasks without inputs (`unchecked`) keep their verdict.")
+             "input of its task; an overturned pass fails as functional/differential. Tasks without inputs keep "
+             "their verdict.")
 
 
 def plus_table(r: RunReport) -> tuple[list[str], list[list[str]]] | None:
@@ -118,17 +118,20 @@ def plus_table(r: RunReport) -> tuple[list[str], list[list[str]]] | None:
     if r.overall.plus is None:
         return None
     ks = [str(k) for k in r.ks]
-    head = ["group", "checked", "unchecked", "passes", "overturned", *(f"pass@{k}" for k in ks),
-            *(f"pass+@{k}" for k in ks)]
-    rows = []
-    for name, g in group_rows(r):
-        p = g.plus
-        if p is None:
-            continue
-        share = f" ({pct(p.overturned_share)})" if p.overturned_share is not None else ""
-        rows.append([name, str(p.checked_tasks), str(p.unchecked_tasks), str(p.passed), f"{p.overturned}{share}",
-                     *(pct(p.pass_at_k[k]) for k in ks), *(pct(p.plus_at_k[k]) for k in ks)])
+    head = ["group", *(f"pass@{k}" for k in ks), *(f"pass+@{k}" for k in ks)]
+    rows = [[name, *(pct(g.plus.pass_at_k[k]) for k in ks), *(pct(g.plus.plus_at_k[k]) for k in ks)]
+            for name, g in group_rows(r) if g.plus is not None]
     return head, rows
+
+
+def plus_counts(r: RunReport) -> str:
+    """One line: what the differential step checked and overturned over the whole run."""
+    p = r.overall.plus
+    if p is None:
+        return ""
+    share = f" ({pct(p.overturned_share)}%)" if p.overturned_share is not None else ""
+    return (f"pass+: {p.checked_tasks} tasks with differential inputs, {p.unchecked_tasks} without; "
+            f"{p.overturned} of {p.passed} project-test passes overturned{share}.")
 
 
 def _md_reach(r: RunReport) -> list[str]:
@@ -300,8 +303,11 @@ def _rich_run(r: RunReport, wide: bool) -> list[Any]:
         notes.append(Text(f"Columns without values are not shown ({', '.join(hidden)}); --wide shows every "
                           "column.", style="dim"))
     plus = plus_table(r)
-    extra = [Text(""), make_table(*plus, title=f"{r.label} — pass@k beside pass+@k (%)", styles=styles),
-             Text(PLUS_NOTE, style="dim")] if plus else []
+    extra = []
+    if plus:
+        head, rows = plus if wide else drop_columns(*plus, empty_columns(plus[1], 1))
+        extra = [Text(""), make_table(head, rows, title=f"{r.label} — pass@k and pass+@k (%)", styles=styles),
+                 Text(plus_counts(r)), Text(PLUS_NOTE, style="dim")]
     return [scores, *extra, Text(""), f, *([Text(""), *notes] if notes else []), Text("")]
 
 
