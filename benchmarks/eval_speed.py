@@ -10,7 +10,8 @@ repetition evaluates the set with `naive` and then with `workers`, and prints: s
 wall time of each, the ratio, the median per-sample overhead of workers (the wall time of each unique
 sample minus its mapped tests' baseline duration), the median cost of the reporter's integrity check per
 sample with each executor (its snapshot and its verification after every test, as the reporter measured
-them) and whether every verdict agreed. Environments and
+them), what the differential step (pass+) adds to the samples it runs for (the step's own time, measured in
+the test process, against the rest of the sample's evaluation) and whether every verdict agreed. Environments and
 images are built (or found) before anything is timed.
 """
 
@@ -83,6 +84,18 @@ def integrity_ms(results: dict) -> float:
     return statistics.median(costs) if costs else float("nan")
 
 
+def differential_cost(results: dict) -> tuple[float, float, int]:
+    """(median seconds of the differential step, median share it adds to a sample's evaluation time, samples)
+    over the unique samples whose step ran (those that passed the project's tests, on tasks with inputs)."""
+    steps = [(float(r.evidence.differential["step_seconds"]), r.duration) for r in results.values()
+             if r.evidence is not None and isinstance(r.evidence.differential, dict)
+             and "step_seconds" in r.evidence.differential and "(same code as" not in r.reason]
+    if not steps:
+        return float("nan"), float("nan"), 0
+    return (statistics.median(s for s, _ in steps),
+            statistics.median(s / max(d - s, 1e-6) for s, d in steps), len(steps))
+
+
 def one_round(args, settings, tasks, backend: str, samples: Path, work: Path, n: int, unique: int) -> dict:
     by_id = {t.task_id: t for t in tasks}
     naive_wall, naive_sum, naive = evaluate(settings, tasks, samples, backend, "naive", args.jobs, work / "naive")
@@ -103,6 +116,12 @@ def one_round(args, settings, tasks, backend: str, samples: Path, work: Path, n:
           f"fallbacks {row['fallbacks']}", flush=True)
     print(f"{backend:6} integrity check per sample, median: naive {row['integrity_ms'][0]:.1f} ms, "
           f"workers {row['integrity_ms'][1]:.1f} ms", flush=True)
+    step, share, ran = differential_cost(workers)
+    all_median = statistics.median(r.duration for r in workers.values() if "(same code as" not in r.reason)
+    row["differential"] = (step, share, ran)
+    print(f"{backend:6} differential step (pass+, workers): ran for {ran} unique samples, median {1000 * step:.0f} ms, "
+          f"adding a median {100 * share:.1f}% to those samples' evaluation time (median sample, all: "
+          f"{all_median:.2f} s)", flush=True)
     for k in differ[:10]:
         w = workers.get(k)
         print(f"   differs {k}: naive {naive[k].verdict.value} {naive[k].failure} | workers "

@@ -377,7 +377,9 @@ def _differential(session) -> None:
         _emit("differential", skipped="no test ran")
         return
     try:
+        started = time.perf_counter()
         result = {"error": unreadable} if unreadable else _run_differential(json.loads(text), root=_ROOT)
+        result["step_seconds"] = round(time.perf_counter() - started, 4)  # what the step added to the run
     except Exception as e:  # a malformed payload, or a bug of the step: said in the record, tests unaffected
         result = {"error": f"the differential step raised {type(e).__name__}: {e}"}
     _emit("differential", **result)
