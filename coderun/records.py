@@ -181,7 +181,7 @@ class Task(Record):
     supplementary: bool = False        # some of its tests are the manifest's supplementary ones (not upstream's)
     # A sample passes only if it passes in every configuration; empty: one run of `tests` with tests.env.
     configurations: list[ConfigurationTests] = Field(default_factory=list)
-    # The tests still pass with the body replaced by `pass` (returns None) in every configuration: they do
+    # The tests still pass with the body replaced by `return None` in every configuration: they do
     # not check what the function returns. The task stays in the benchmark, marked (see README, Tasks).
     pass_stub_passes: bool = False
     # The trivial bodies (rigor.trivial names: none, first_arg, empty, constant) with which the tests still
