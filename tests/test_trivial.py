@@ -9,8 +9,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from rich.console import Console
+from typer.testing import CliRunner
 
 from coderun.analyzers import analyze_project
+from coderun.cli.main import app
+from coderun.cli.tasks import print_project
+from coderun.config import load_settings
+from coderun.manifests.schema import load_manifest
 from coderun.records import TaskStatus
 from coderun.rigor.trivial import (
     RAISE,
@@ -22,6 +28,7 @@ from coderun.rigor.trivial import (
     trivial_bodies,
 )
 from coderun.runner.splice import blank_body
+from coderun.tasks import build_tasks, load_tasks
 from coderun.tasks.verify import Shared, TaskTests, verify_task
 from tests.helpers import write_tree
 
@@ -103,6 +110,7 @@ PROJECT = {
     {DOC.format(what="label of a thing, its prefix and a fixed tag")}
     tag = "thing"
     text = prefix + tag
+    text = text.strip()
     return text
 
 
@@ -110,7 +118,8 @@ def double(x):
     {DOC.format(what="double of x")}
     twice = x
     twice = twice + x
-    return twice
+    result = twice
+    return result
 ''',
     "tests/test_words.py": '''from lib.words import double, label
 
@@ -175,3 +184,27 @@ def test_tests_that_check_the_value_let_no_trivial_body_through(verified):
     assert dict(spec.trivial) == {"none": "return None", "first_arg": "return x", "empty": "return 0",
                                   "constant": "return 6"}
     assert v.status is TaskStatus.VERIFIED and v.trivial_passes == () and not v.pass_stub_passes
+
+
+@pytest.mark.slow
+def test_a_build_stores_reports_and_lists_the_trivial_bodies_that_pass(tmp_path, monkeypatch):
+    """Through the whole build (venv, coverage, sandbox runs): the task, the report, `tasks build` and
+    `tasks list` name the bodies a task's tests let through. No recording yet: no `constant`."""
+    write_tree(tmp_path / "lib", PROJECT)
+    (tmp_path / "lib.yaml").write_text(f"name: lib\nsource: {{path: {tmp_path / 'lib'}}}\npython: '3.11'\n"
+                                       "tests:\n  paths: [tests]\n")
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    settings = load_settings()
+    report = build_tasks(load_manifest(tmp_path / "lib.yaml"), settings, progress=False).projects[0]
+    tasks = {t.name: t for t in load_tasks(settings, status="all")}
+    assert tasks["label"].status is TaskStatus.VERIFIED and tasks["label"].trivial_passes == ["first_arg"]
+    assert tasks["double"].trivial_passes == [] and not tasks["double"].pass_stub_passes
+    assert report.trivial_passes == {"lib/lib/words.py::label": ["first_arg"]}
+    out = Console(record=True, width=200)
+    print_project(report, out)
+    assert "trivial bodies pass the tests of 1 verified tasks (first_arg 1)" in out.export_text()
+    listing = CliRunner().invoke(app, ["tasks", "list", "--project", "lib"])
+    assert listing.exit_code == 0, listing.output
+    rows = {line.split()[0].rsplit("::", 1)[-1]: line for line in listing.stdout.splitlines() if "::" in line}
+    assert "trivial:first_arg" in rows["label"] and "trivial" not in rows["double"]
+    assert "first_arg 1 (returns its first argument)" in " ".join(listing.stdout.split())
