@@ -188,8 +188,9 @@ def test_tests_that_check_the_value_let_no_trivial_body_through(verified):
 
 @pytest.mark.slow
 def test_a_build_stores_reports_and_lists_the_trivial_bodies_that_pass(tmp_path, monkeypatch):
-    """Through the whole build (venv, coverage, sandbox runs): the task, the report, `tasks build` and
-    `tasks list` name the bodies a task's tests let through. No recording yet: no `constant`."""
+    """Through the whole build (venv, coverage, recording, sandbox runs): the task, the report, `tasks build`
+    and `tasks list` name the bodies a task's tests let through; `empty` and `constant` come from the
+    recorded return value ('a-thing')."""
     write_tree(tmp_path / "lib", PROJECT)
     (tmp_path / "lib.yaml").write_text(f"name: lib\nsource: {{path: {tmp_path / 'lib'}}}\npython: '3.11'\n"
                                        "tests:\n  paths: [tests]\n")
@@ -197,14 +198,16 @@ def test_a_build_stores_reports_and_lists_the_trivial_bodies_that_pass(tmp_path,
     settings = load_settings()
     report = build_tasks(load_manifest(tmp_path / "lib.yaml"), settings, progress=False).projects[0]
     tasks = {t.name: t for t in load_tasks(settings, status="all")}
-    assert tasks["label"].status is TaskStatus.VERIFIED and tasks["label"].trivial_passes == ["first_arg"]
+    passes = ["first_arg", "empty", "constant"]
+    assert tasks["label"].status is TaskStatus.VERIFIED and tasks["label"].trivial_passes == passes
     assert tasks["double"].trivial_passes == [] and not tasks["double"].pass_stub_passes
-    assert report.trivial_passes == {"lib/lib/words.py::label": ["first_arg"]}
+    assert report.trivial_passes == {"lib/lib/words.py::label": passes}
     out = Console(record=True, width=200)
     print_project(report, out)
-    assert "trivial bodies pass the tests of 1 verified tasks (first_arg 1)" in out.export_text()
+    assert "trivial bodies pass the tests of 1 verified tasks (first_arg 1, empty 1, constant 1)" in out.export_text()
     listing = CliRunner().invoke(app, ["tasks", "list", "--project", "lib"])
     assert listing.exit_code == 0, listing.output
     rows = {line.split()[0].rsplit("::", 1)[-1]: line for line in listing.stdout.splitlines() if "::" in line}
-    assert "trivial:first_arg" in rows["label"] and "trivial" not in rows["double"]
+    assert "trivial:first_arg,empty,constant" in rows["label"] and "trivial" not in rows["double"]
     assert "first_arg 1 (returns its first argument)" in " ".join(listing.stdout.split())
+    assert "constant 1 (returns a constant the original returned)" in " ".join(listing.stdout.split())
