@@ -181,9 +181,12 @@ class Task(Record):
     supplementary: bool = False        # some of its tests are the manifest's supplementary ones (not upstream's)
     # A sample passes only if it passes in every configuration; empty: one run of `tests` with tests.env.
     configurations: list[ConfigurationTests] = Field(default_factory=list)
-    # The tests still pass with the body replaced by `pass` (returns None) in every configuration: they do
+    # The tests still pass with the body replaced by `return None` in every configuration: they do
     # not check what the function returns. The task stays in the benchmark, marked (see README, Tasks).
     pass_stub_passes: bool = False
+    # The trivial bodies (rigor.trivial names: none, first_arg, empty, constant) with which the tests still
+    # pass in every configuration: what the tests do not check. Kept and marked like pass_stub_passes.
+    trivial_passes: list[str] = Field(default_factory=list)
     # Mapped tests that tried to reach the network in the coverage run (environment-dependent).
     network_tests: list[NetworkAttempt] = Field(default_factory=list)
     # The differential step's inputs, in numbers (None: never built for this task).

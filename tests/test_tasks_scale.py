@@ -135,10 +135,10 @@ def test_kept_decisions_of_other_inputs_are_discarded(tmp_path):
     settings = Settings(home=tmp_path)
     spec = TaskTests("p/m.py::f", "m.py", "f", 1, ("t::a",))
     v = Verification(spec.task_id, TaskStatus.VERIFIED, ("t::a",), (), ("t::a",))
-    store.keep_progress(settings, "p", "inputs-1", spec.task_id, v.to_json(spec.tests))
+    store.keep_progress(settings, "p", "inputs-1", spec.task_id, v.to_json(spec))
     assert Verification.from_json(store.progress(settings, "p", "inputs-1")[spec.task_id], spec) == v
     other = TaskTests(spec.task_id, "m.py", "f", 1, ("t::a", "t::b"))
-    assert Verification.from_json(v.to_json(spec.tests), other) is None  # decided for other tests
+    assert Verification.from_json(v.to_json(spec), other) is None  # decided for other tests
     assert store.progress(settings, "p", "inputs-2") == {}
     assert store.progress(settings, "p", "inputs-1") == {}
 

@@ -11,7 +11,7 @@ from coderun.manifests.schema import parse_manifest
 from coderun.records import Level, Task, TaskStatus
 from coderun.tasks import find_task, load_tasks, store
 from coderun.tasks.discovery import glob_regex, is_english, select
-from coderun.tasks.verify import Shared, TaskTests, unstable_tests, verify_task
+from coderun.tasks.verify import Shared, TaskTests, Verification, unstable_tests, verify_task
 from tests.helpers import write_tree
 
 BODY = "    a = 1\n    b = 2\n    c = a + b\n    return c\n"
@@ -99,20 +99,22 @@ def test_is_english():
 
 class ScriptedRunner:
     """Runs nothing: answers from a table (the real runs are in test_tasks_build.py). `blanked` holds the
-    outcomes with `raise NotImplementedError`, `pass_stub` those with `pass` (default: as `blanked`), each
-    keyed by test, or by (configuration, test) to differ per configuration."""
+    outcomes with `raise NotImplementedError`, `pass_stub` those with `return None`, `trivial` those with
+    other statements, by statement (default: as `blanked`), each keyed by test, or by (configuration,
+    test) to differ per configuration."""
 
-    def __init__(self, original: dict, blanked: dict, pass_stub: dict | None = None):
+    def __init__(self, original: dict, blanked: dict, pass_stub: dict | None = None,
+                 trivial: dict[str, dict] | None = None):
         self.original = {k: list(v) for k, v in original.items()}
         self.blanked = blanked
-        self.pass_stub = blanked if pass_stub is None else pass_stub
+        self.stubs = {**(trivial or {}), "return None": blanked if pass_stub is None else pass_stub}
         self.calls: list[tuple[str | None, bool, list[str]]] = []
 
     def __call__(self, relfile, new_source, nodeids, *, first_failure=False, configuration=""):
         self.calls.append((relfile, new_source is not None, list(nodeids)))
         assert first_failure == (new_source is not None)  # only the stub runs may stop early
         if new_source is not None:
-            table = self.pass_stub if new_source.endswith("pass") else self.blanked
+            table = self.stubs.get(new_source.rpartition("# blanked: ")[2], self.blanked)
             return {n: table.get((configuration, n), table.get(n, "passed")) for n in nodeids}
         return {n: _pop(self.original, (configuration, n)) or _pop(self.original, n) or "passed" for n in nodeids}
 
@@ -172,6 +174,35 @@ def test_tests_a_pass_body_passes_mark_the_task():
     r = ScriptedRunner({}, {"t1": "failed"}, pass_stub={})
     v = verify_task(spec("t1"), r, "src", blank, shared())
     assert v.status is TaskStatus.VERIFIED and v.pass_stub_passes and v.configurations == ()
+
+
+def test_every_trivial_body_runs_and_those_the_tests_pass_are_named():
+    """`return x` passes tests that only check `is not None`; `return None` does not: named, in order."""
+    bodies = (("none", "return None"), ("first_arg", "return x"), ("constant", "return 3"))
+    task = TaskTests("p/f.py::f", "f.py", "f", 1, ("t1",), bodies)
+    r = ScriptedRunner({}, {"t1": "failed"}, trivial={"return x": {}, "return 3": {}})
+    v = verify_task(task, r, "src", blank, shared())
+    assert v.status is TaskStatus.VERIFIED and v.trivial_passes == ("first_arg", "constant")
+    assert not v.pass_stub_passes
+    assert len(r.calls) == 5  # the original, `raise`, then one run per trivial body
+
+
+def test_a_weak_task_runs_no_other_trivial_body():
+    """`raise` decides weak as before; the other bodies are not run for a task left out anyway."""
+    r = ScriptedRunner({}, {})
+    v = verify_task(TaskTests("p/f.py::f", "f.py", "f", 1, ("t1",), (("first_arg", "return x"),)), r, "src",
+                    blank, shared())
+    assert v.status is TaskStatus.WEAK and v.trivial_passes == () and len(r.calls) == 2
+
+
+def test_a_kept_decision_is_redone_when_the_trivial_bodies_change():
+    """A new recording changes the `constant` body: the decision kept for the old one no longer holds."""
+    task = TaskTests("p/f.py::f", "f.py", "f", 1, ("t1",), (("none", "return None"), ("constant", "return 3")))
+    v = verify_task(task, ScriptedRunner({}, {"t1": "failed"}, pass_stub={}, trivial={"return 3": {}}), "src",
+                    blank, shared())
+    assert Verification.from_json(v.to_json(task), task) == v and v.trivial_passes == ("none", "constant")
+    other = TaskTests(task.task_id, "f.py", "f", 1, ("t1",), (("none", "return None"), ("constant", "return 4")))
+    assert Verification.from_json(v.to_json(task), other) is None
 
 
 def test_a_stub_caught_in_one_configuration_only_is_not_weak():

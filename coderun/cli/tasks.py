@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import typer
@@ -23,6 +24,7 @@ from coderun.errors import EnvironmentBuildError, UsageError
 from coderun.manifests.schema import find_manifest, known_manifests
 from coderun.records import TargetOutcome, Task
 from coderun.report.terminal import EMPTY, Fit, make_table, table_or_stacked
+from coderun.rigor.trivial import NAMES, NONE
 from coderun.tasks import ProjectTaskReport, TaskBuildReport, load_targets, load_tasks, prune_tasks
 from coderun.tasks.build import build_project, default_jobs
 from coderun.tasks.store import export_jsonl
@@ -33,7 +35,7 @@ app = typer.Typer(no_args_is_help=True, help="Tasks: target functions, their tes
 
 _LIST_FIELDS = ("task_id", "aliases", "project", "file", "qualname", "name", "level", "tests", "source",
                 "status", "mapping", "explicit", "flaky_tests", "test_files", "signature", "supplementary",
-                "configurations", "pass_stub_passes", "network_tests", "rigor")
+                "configurations", "pass_stub_passes", "trivial_passes", "network_tests", "rigor")
 
 
 @app.command("build")
@@ -123,6 +125,8 @@ def print_project(p: ProjectTaskReport, out: Console = console) -> None:
         out.print(f"[yellow]  manifest targets not found: {', '.join(p.unresolved)}[/]")
     if p.mapping_note:
         out.print(f"[yellow]  coverage failed, tests mapped by file name: {p.mapping_note}[/]")
+    if p.trivial_passes:
+        out.print(f"  {trivial_summary(p.trivial_passes)}", highlight=False)
     if p.resumed:
         out.print(f"  {p.resumed} tasks taken from the interrupted build (same inputs), not verified again")
     if p.capped:
@@ -135,6 +139,14 @@ def print_project(p: ProjectTaskReport, out: Console = console) -> None:
             out.print(f"    and {len(p.capped) - MAX_CAPPED_SHOWN} more (all in `--json`: capped)")
     for note in p.fallbacks:
         out.print(f"  {note}", style="yellow", soft_wrap=True, markup=False, highlight=False)
+
+
+def trivial_summary(passes: dict[str, list[str]]) -> str:
+    """How many tasks some trivial body passes, and how many each does: "trivial bodies pass the tests of
+    3 verified tasks (none 2, first_arg 1, constant 1)"."""
+    by_body = Counter(name for names in passes.values() for name in names)
+    each = ", ".join(f"{name} {by_body[name]}" for name in NAMES if by_body[name])
+    return f"trivial bodies pass the tests of {len(passes)} verified tasks ({each}); kept, marked"
 
 
 def summary_table(rows: list[ProjectSummary]) -> Group:
@@ -217,9 +229,12 @@ def _inputs_note(tasks: list[Task]) -> str:
 
 
 def _flags(t: Task) -> str:
-    """What the build found about a task's tests: `weak` (a `pass` body passes them), `network` (some
-    tried to reach the network), `Nconf` (run in N configurations)."""
-    flags = (["weak"] if t.pass_stub_passes else []) + (["network"] if t.network_tests else [])
+    """What the build found about a task's tests: `weak` (a `return None` body passes them), `trivial:`
+    and the other trivial bodies that pass them, `network` (some tried to reach the network), `Nconf` (run
+    in N configurations)."""
+    others = [n for n in t.trivial_passes if n != NONE]
+    flags = (["weak"] if t.pass_stub_passes else []) + ([f"trivial:{','.join(others)}"] if others else [])
+    flags += ["network"] if t.network_tests else []
     if len(t.configurations) > 1:
         flags.append(f"{len(t.configurations)}conf")
     return " ".join(flags) or EMPTY
@@ -229,8 +244,12 @@ def _flag_notes(tasks: list[Task]) -> list[str]:
     notes = []
     weak = sum(t.pass_stub_passes for t in tasks)
     if weak:
-        notes.append(f"weak: {weak} tasks whose tests pass with the body replaced by `pass` (returns None); "
+        notes.append(f"weak: {weak} tasks whose tests pass with the body replaced by `return None`; "
                      "kept in the benchmark and marked in reports")
+    others = Counter(n for t in tasks for n in t.trivial_passes if n != NONE)
+    if others:
+        each = ", ".join(f"{n} {others[n]} ({TRIVIAL_WORDS[n]})" for n in NAMES if others[n])
+        notes.append(f"trivial: tasks whose tests pass with a body that does no work: {each}; kept and marked")
     network = [t for t in tasks if t.network_tests]
     if network:
         tests = sorted({a.nodeid for t in network for a in t.network_tests})
@@ -239,6 +258,8 @@ def _flag_notes(tasks: list[Task]) -> list[str]:
     return notes
 
 
+TRIVIAL_WORDS = {"first_arg": "returns its first argument", "empty": "returns an empty value of its type",
+                 "constant": "returns a constant the original returned"}
 SUPPLEMENTARY_MARK = "*"
 SUPPLEMENTARY_NOTE = (f"{SUPPLEMENTARY_MARK} verified by supplementary tests written for this benchmark "
                       "(tests.supplementary), not by the project's own")

@@ -35,6 +35,7 @@ from coderun.records import (
     TaskStatus,
     Unverified,
 )
+from coderun.rigor.trivial import RAISE, bodies_for
 from coderun.tasks import store
 from coderun.tasks.coverage_map import CoverageMap, cap_tests, collect_coverage, test_file
 from coderun.tasks.discovery import Candidate, select, task_id
@@ -52,7 +53,7 @@ from coderun.tasks.verify import (
 )
 
 # Part of the key under which an unfinished build's decisions are kept: bump when verification changes.
-VERIFY_VERSION = "3"
+VERIFY_VERSION = "4"
 
 
 class ProjectTaskReport(Record):
@@ -85,6 +86,8 @@ class ProjectTaskReport(Record):
     seconds: float = 0.0
     configurations: list[str] = Field(default_factory=list)  # tests.configurations every task ran in
     pass_stub_passes: list[str] = Field(default_factory=list)  # verified tasks whose tests a `pass` body passes
+    # verified task id -> the trivial bodies (rigor.trivial names) its tests pass with, for tasks with any
+    trivial_passes: dict[str, list[str]] = Field(default_factory=dict)
     network_tests: dict[str, list[str]] = Field(default_factory=dict)  # mapped test -> addresses it tried
     network_note: str = ""                   # why network use could not be checked
 
@@ -158,7 +161,7 @@ def _build_project(manifest: Manifest, settings: Settings, backend: str, include
     supplementary = set(supplementary_files(manifest))  # paths as the tree has them
     with sandbox_tests(manifest, settings, backend, env, logs, durations, jobs, notes) as runner:
         verdicts = _verify_all(manifest, env, runner, [(c, tests) for c, tests, _ in mapped], jobs, kept,
-                               progress)
+                               progress, {tid: list(r.obs) for tid, r in recorded.items()})
         tasks = [_task(manifest, env, c, tests, kind, covmap, verdicts[_tid(manifest, c)], supplementary)
                  for c, tests, kind in mapped]
         inputs: list[TaskInputs] = []
@@ -284,13 +287,15 @@ def _map_all(manifest: Manifest, candidates: list[Candidate], covmap: CoverageMa
 
 
 def _verify_all(manifest: Manifest, env: LocalEnv, runner: TestRunner, mapped: list[tuple[Candidate, list[str]]],
-                jobs: int, kept: _Kept, progress: bool) -> dict[str, Verification]:
-    """Every task's verdict: the shared runs of the original first, then the tasks, `jobs` at a time."""
+                jobs: int, kept: _Kept, progress: bool, recorded: dict[str, list[dict]] | None = None
+                ) -> dict[str, Verification]:
+    """Every task's verdict: the shared runs of the original first, then the tasks, `jobs` at a time.
+    `recorded`: per task id, the obs of the original's recorded calls (the trivial bodies' `empty` and
+    `constant` read their return values); without it they come from the signature alone."""
     from coderun.runner.splice import blank_body
 
     say = err.print if progress else (lambda *a, **k: None)
-    specs = [(c, TaskTests(_tid(manifest, c), c.function.file, c.function.qualname, c.function.lineno,
-                           tuple(tests))) for c, tests in mapped]
+    specs = [(c, _spec(manifest, c, tests, (recorded or {}).get(_tid(manifest, c), []))) for c, tests in mapped]
     shared = {conf: _shared_runs(manifest, runner, {n for _, tests in mapped for n in tests}, kept, say, conf)
               for conf in configuration_names(manifest)}
     out: dict[str, Verification] = {}
@@ -313,10 +318,18 @@ def _verify_all(manifest: Manifest, env: LocalEnv, runner: TestRunner, mapped: l
 
     with Meter(manifest.name, len(specs), Counter(v.status.value for v in out.values()), progress) as meter:
         for spec, v in parallel(one, todo, jobs, say):
-            kept.keep(spec.task_id, v.to_json(spec.tests))
+            kept.keep(spec.task_id, v.to_json(spec))
             out[spec.task_id] = v
             meter.advance(v.status.value)
     return out
+
+
+def _spec(manifest: Manifest, c: Candidate, tests: list[str], recorded: list[dict]) -> TaskTests:
+    """What verification needs of one task: its tests and the trivial bodies to try (`raise` aside)."""
+    fn = c.function
+    bodies = bodies_for(fn.signature, fn.class_name, fn.decorators, recorded)
+    return TaskTests(_tid(manifest, c), fn.file, fn.qualname, fn.lineno, tuple(tests),
+                     tuple(b for b in bodies if b[0] != RAISE))
 
 
 def _shared_runs(manifest: Manifest, runner: TestRunner, union: set[str], kept: _Kept, say, conf: str
@@ -349,7 +362,7 @@ def _task(manifest: Manifest, env: LocalEnv, c: Candidate, tests: list[str], kin
         mapping=kind, flaky_tests=list(v.flaky), status=v.status, explicit=c.explicit,
         supplementary=bool(supplementary.intersection(files)),
         configurations=[ConfigurationTests(name=n, tests=list(t)) for n, t in v.configurations],
-        pass_stub_passes=v.pass_stub_passes,
+        pass_stub_passes=v.pass_stub_passes, trivial_passes=list(v.trivial_passes),
         network_tests=[NetworkAttempt(nodeid=n, addresses=list(covmap.network[n])) for n in kept
                        if n in covmap.network])
 
@@ -370,6 +383,7 @@ def _report(manifest: Manifest, env: LocalEnv, backend: str, include_weak: bool,
         seconds=round(time.monotonic() - started, 1),
         configurations=[c.name for c in manifest.tests.configurations],
         pass_stub_passes=sorted(t.task_id for t in tasks if t.pass_stub_passes),
+        trivial_passes={t.task_id: list(t.trivial_passes) for t in tasks if t.trivial_passes},
         network_tests={n: list(a) for t in tasks for n, a in ((x.nodeid, x.addresses) for x in t.network_tests)},
         network_note=covmap.network_note, **build)
 

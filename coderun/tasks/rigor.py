@@ -41,6 +41,7 @@ class Recorded:
     seen: int = 0
     uncaptured: tuple[tuple[str, int], ...] = ()
     nondeterministic: int = 0
+    obs: tuple[dict, ...] = ()          # what each input's call did (the trivial bodies read the returns)
 
 
 def task_inputs(task: Task, recorded: Recorded | None, observe: Observe) -> tuple[TaskInputs | None, RigorSummary]:
@@ -155,7 +156,7 @@ def record(manifest: Manifest, env: LocalEnv, targets: dict[str, tuple[dict, lis
         return {}
     say(f"[bold]{manifest.name}[/]: recording the calls of {len(targets)} functions (two runs of their tests)")
     recordings = record_calls(manifest, env.python, env.checkout.path, targets, log=logs / "recording.log")
-    return {tid: Recorded(inputs=tuple(c.input for c in r.calls), seen=r.seen,
+    return {tid: Recorded(inputs=tuple(c.input for c in r.calls), obs=tuple(c.obs for c in r.calls), seen=r.seen,
                           uncaptured=tuple(sorted(r.uncaptured.items())), nondeterministic=r.nondeterministic)
             for tid, r in recordings.items()}
 

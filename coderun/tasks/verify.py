@@ -6,8 +6,10 @@
    exactly as the evaluation will group them.
 2. With its body replaced by `raise NotImplementedError`, the function fails at least one remaining test;
    otherwise the task is `weak`: its tests do not notice the function missing.
-3. With its body replaced by `pass` (it returns None), it should fail one too; a task whose tests still
-   pass is kept but marked (`pass_stub_passes`): its tests do not check what the function returns.
+3. With its body replaced by each other trivial body (rigor.trivial: `return None`, the first argument, an
+   empty value of the return type, a constant the original returned), it should fail one too; a task whose
+   tests one of them passes is kept but marked (`trivial_passes`, their names; `pass_stub_passes` when
+   `return None` is one): its tests do not check what the function returns.
 
 With `tests.configurations`, every run is made in each configuration: a test the original fails in every
 run of one configuration (skipped there, say) is not expected there, and a stub is caught when it fails in
@@ -25,6 +27,7 @@ from typing import Protocol
 
 from coderun.errors import TaskError
 from coderun.records import TaskStatus
+from coderun.rigor.trivial import NONE, RAISE_STATEMENT
 
 ORIGINAL_RUNS = 3
 
@@ -49,6 +52,8 @@ class TaskTests:
     qualname: str
     lineno: int
     tests: tuple[str, ...]
+    # The trivial bodies (name, statement) tried once `raise` is caught: rigor.trivial's, `raise` aside.
+    trivial: tuple[tuple[str, str], ...] = ((NONE, "return None"),)
 
 
 @dataclass(frozen=True)
@@ -69,26 +74,35 @@ class Verification:
     reason: str = ""
     # Per configuration (name, tests the original passes there); empty without tests.configurations.
     configurations: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    pass_stub_passes: bool = False  # every configuration's tests pass with the body replaced by `pass`
+    # The trivial bodies (names, of TaskTests.trivial) with which every configuration's tests pass.
+    trivial_passes: tuple[str, ...] = ()
 
-    def to_json(self, mapped: Iterable[str]) -> str:
-        """The decision, with the mapped tests it was made for (kept while a build runs)."""
+    @property
+    def pass_stub_passes(self) -> bool:
+        """Every configuration's tests pass with the body replaced by `return None`."""
+        return NONE in self.trivial_passes
+
+    def to_json(self, task: TaskTests) -> str:
+        """The decision, with the mapped tests and trivial bodies it was made for (kept while a build runs)."""
         return json.dumps({"task_id": self.task_id, "status": self.status.value, "tests": list(self.tests),
                            "flaky": list(self.flaky), "blank_failed": list(self.blank_failed),
-                           "reason": self.reason, "mapped": list(mapped),
+                           "reason": self.reason, "mapped": list(task.tests),
+                           "trivial": [list(b) for b in task.trivial],
                            "configurations": [[c, list(t)] for c, t in self.configurations],
-                           "pass_stub_passes": self.pass_stub_passes})
+                           "trivial_passes": list(self.trivial_passes)})
 
     @classmethod
     def from_json(cls, text: str, task: TaskTests) -> Verification | None:
-        """A kept decision for `task`; None when it was made for other tests (or cannot be read)."""
+        """A kept decision for `task`; None when it was made for other tests or other trivial bodies (a
+        recording that changed a constant, say), or cannot be read."""
         try:
             d = json.loads(text)
-            if d["task_id"] != task.task_id or d["mapped"] != list(task.tests):
+            if (d["task_id"] != task.task_id or d["mapped"] != list(task.tests)
+                    or d["trivial"] != [list(b) for b in task.trivial]):
                 return None
             return cls(d["task_id"], TaskStatus(d["status"]), tuple(d["tests"]), tuple(d["flaky"]),
                        tuple(d["blank_failed"]), d["reason"],
-                       tuple((c, tuple(t)) for c, t in d["configurations"]), bool(d["pass_stub_passes"]))
+                       tuple((c, tuple(t)) for c, t in d["configurations"]), tuple(d["trivial_passes"]))
         except (ValueError, KeyError, TypeError):
             return None
 
@@ -115,7 +129,8 @@ def verify_task(task: TaskTests, runner: TestRunner, original_file: str,
     configuration name; {"": ...} without configurations).
 
     `blank(file_source, qualname, lineno, statement)` returns the file with the function's body replaced
-    by `statement`.
+    by `statement`. `raise NotImplementedError` decides `weak`; each of `task.trivial` runs once it is
+    caught, like it (every configuration, stopping at the first failure).
     """
     if not task.tests:
         return Verification(task.task_id, TaskStatus.UNCOVERED, (), (), (), "no test executes the body")
@@ -130,18 +145,18 @@ def verify_task(task: TaskTests, runner: TestRunner, original_file: str,
     runs = {c: tuple(n for n in tests if n in kept) for c, tests in per_conf.items()}
     configurations = () if "" in shared else tuple((c, t) for c, t in runs.items() if t)
     try:
-        blanked = blank(original_file, task.qualname, task.lineno, "raise NotImplementedError")
-        passing = blank(original_file, task.qualname, task.lineno, "pass")
+        blanked = blank(original_file, task.qualname, task.lineno, RAISE_STATEMENT)
+        trivial = [(name, blank(original_file, task.qualname, task.lineno, stmt)) for name, stmt in task.trivial]
     except TaskError as e:
         return Verification(task.task_id, TaskStatus.BROKEN, kept, dropped, (),
                             f"cannot blank the body: {e.message}")
     failed = _stub_failures(task, runner, blanked, runs)
     if not failed:
         return Verification(task.task_id, TaskStatus.WEAK, kept, dropped, (),
-                            "the tests pass with the body replaced by `raise NotImplementedError`"
+                            f"the tests pass with the body replaced by `{RAISE_STATEMENT}`"
                             + _in_every(runs), configurations)
-    pass_stub = not _stub_failures(task, runner, passing, runs)
-    return Verification(task.task_id, TaskStatus.VERIFIED, kept, dropped, failed, "", configurations, pass_stub)
+    passes = tuple(name for name, source in trivial if not _stub_failures(task, runner, source, runs))
+    return Verification(task.task_id, TaskStatus.VERIFIED, kept, dropped, failed, "", configurations, passes)
 
 
 def _originals(task: TaskTests, runner: TestRunner, shared: dict[str, Shared]

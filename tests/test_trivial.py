@@ -1,0 +1,217 @@
+"""Trivial bodies (rigor.trivial): which can be built from a signature and a recording, and a real
+verification that names those a project's tests let through."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from coderun.analyzers import analyze_project
+from coderun.cli.main import app
+from coderun.cli.tasks import print_project
+from coderun.config import load_settings
+from coderun.manifests.schema import load_manifest
+from coderun.records import TaskStatus
+from coderun.rigor.trivial import (
+    RAISE,
+    annotation_type,
+    bodies_for,
+    is_method,
+    literal_repr,
+    signature_parts,
+    trivial_bodies,
+)
+from coderun.runner.splice import blank_body
+from coderun.tasks import build_tasks, load_tasks
+from coderun.tasks.verify import Shared, TaskTests, verify_task
+from tests.helpers import write_tree
+
+
+def ret(value) -> dict:
+    return {"outcome": "return", "value": value, "args": [], "kwargs": {}, "seconds": 0.0}
+
+
+def test_raise_and_none_are_always_there_in_order():
+    assert trivial_bodies([], False, None, []) == [("raise", "raise NotImplementedError"), ("none", "return None")]
+
+
+def test_first_arg_skips_the_receiver_and_uses_the_args_tuple():
+    assert dict(trivial_bodies(["self", "x"], True, None))["first_arg"] == "return x"
+    assert dict(trivial_bodies(["this", "x"], True, None))["first_arg"] == "return x"  # the receiver by place
+    assert dict(trivial_bodies(["x", "y"], False, None))["first_arg"] == "return x"
+    assert dict(trivial_bodies(["cls", "args"], False, None))["first_arg"] == "return args"
+    assert "first_arg" not in dict(trivial_bodies(["self"], True, None))
+    params, _ = signature_parts("def f(self, *items, key=None, **kw):")
+    assert params == ["self", "items", "key", "kw"]
+    assert dict(trivial_bodies(params, True, None))["first_arg"] == "return items"
+
+
+def test_empty_from_the_most_common_recorded_type():
+    recorded = [ret(["list", [1]]), ret(["dict", []]), ret(["list", []]), ret(None), ret(["obj", "C", None])]
+    assert dict(trivial_bodies(["x"], False, "str", recorded))["empty"] == "return []"  # recording first
+    forms = {"tuple": ["tuple", []], "set": ["set", []], "str": "a", "bytes": ["bytes", "61"], "int": 3,
+             "float": ["float", "1.5"], "bool": True, "gen": ["gen", [1]]}
+    empties = {k: dict(trivial_bodies([], False, None, [ret(v)])).get("empty") for k, v in forms.items()}
+    assert empties == {"tuple": "return ()", "set": "return set()", "str": "return ''", "bytes": "return b''",
+                       "int": "return 0", "float": "return 0.0", "bool": "return False", "gen": "return iter(())"}
+
+
+def test_empty_from_the_annotation_when_nothing_was_recorded():
+    cases = {"List[int]": "list", "typing.Sequence[str]": "list", "Optional[Dict[str, int]]": "dict",
+             "'Mapping[str, int]'": "dict", "str | None": "str", "Union[None, frozenset]": "set", "bool": "bool",
+             "Tuple[int, ...]": "tuple", "Iterator[int]": "gen", "Union[int, str]": None, "Any": None,
+             "MyClass": None, "not valid (": None}
+    assert {a: annotation_type(a) for a in cases} == cases
+    assert "empty" not in dict(trivial_bodies(["x"], False, None, [ret(None)]))
+    _, returns = signature_parts("async def f(\n    x: int,  # the count\n) -> Optional[List[int]]:")
+    assert returns == "Optional[List[int]]"
+    assert dict(trivial_bodies(["x"], False, returns))["empty"] == "return []"
+
+
+def test_constant_is_the_most_common_short_literal():
+    recorded = [ret("a"), ret(7), ret(7), ret(None), ret(None), ret(None)]
+    assert dict(trivial_bodies([], False, None, recorded))["constant"] == "return 7"  # None aside
+    assert literal_repr(["float", "0.25"]) == "0.25" and literal_repr(["float", "nan"]) is None
+    assert literal_repr(["float", "inf"]) is None and literal_repr(["bytes", "6869"]) == "b'hi'"
+    assert literal_repr(["int", str(2 ** 60)]) == str(2 ** 60) and literal_repr(False) == "False"
+    assert literal_repr("x" * 100) is None and literal_repr(None) is None and literal_repr(["list", []]) is None
+    assert literal_repr("<root0>/data.txt") is None  # a path coderun_values replaced: not what was returned
+    assert "constant" not in dict(trivial_bodies([], False, None, [ret(None), ret(["obj", "C", None])]))
+
+
+def test_ties_go_to_the_first_recorded_and_statements_are_not_repeated():
+    assert dict(trivial_bodies([], False, None, [ret("b"), ret(2), ret(2), ret("b")]))["constant"] == "return 'b'"
+    # always '' recorded: `empty` is `return ''`, and `constant` would be the same run
+    names = [n for n, _ in trivial_bodies(["x"], False, None, [ret(""), ret("")])]
+    assert names == ["raise", "none", "first_arg", "empty"]
+
+
+def test_is_method_and_bodies_for_read_what_the_analyzer_keeps():
+    assert is_method("C", []) and is_method("C", ["@classmethod"]) and not is_method(None, [])
+    assert not is_method("C", ["@staticmethod"])
+    bodies = bodies_for("def f(x, y) -> list:", "C", ["@staticmethod"], [ret(3)])
+    assert bodies == [("raise", "raise NotImplementedError"), ("none", "return None"), ("first_arg", "return x"),
+                      ("empty", "return 0"), ("constant", "return 3")]
+    assert signature_parts("def f(x) print x:") == ([], None)  # what this Python cannot parse
+
+
+# -- a real verification ------------------------------------------------------------------------
+
+DOC = '"""Return the {what}, computed step by step for the caller."""'
+PROJECT = {
+    "lib/__init__.py": "",
+    "lib/words.py": f'''def label(prefix):
+    {DOC.format(what="label of a thing, its prefix and a fixed tag")}
+    tag = "thing"
+    text = prefix + tag
+    text = text.strip()
+    return text
+
+
+def double(x):
+    {DOC.format(what="double of x")}
+    twice = x
+    twice = twice + x
+    result = twice
+    return result
+''',
+    "tests/test_words.py": '''from lib.words import double, label
+
+
+def test_label_exists():
+    assert label("a-") is not None
+
+
+def test_double():
+    assert double(3) == 6
+    assert double(0) == 0
+''',
+}
+
+
+def subprocess_runner(root: Path, work: Path):
+    """A TestRunner that really runs pytest (this interpreter) on a fresh copy of `root` per run."""
+    counter = iter(range(10 ** 6))
+
+    def run(relfile, new_source, nodeids, *, first_failure=False, configuration=""):
+        copy = work / f"run-{next(counter)}"
+        shutil.copytree(root, copy)
+        if relfile and new_source is not None:
+            (copy / relfile).write_text(new_source)
+        args = [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", *(["-x"] * first_failure)]
+        done = subprocess.run([*args, *nodeids], cwd=copy, capture_output=True, text=True, timeout=120)
+        return {n: "passed" for n in nodeids if f"PASSED {n}" in done.stdout}
+
+    return run
+
+
+@pytest.fixture(scope="module")
+def verified(tmp_path_factory) -> dict:
+    """Each function of PROJECT verified with the trivial bodies its signature gives, plus a recording's
+    constant for `label`."""
+    tmp = tmp_path_factory.mktemp("trivial")
+    root = write_tree(tmp / "lib", PROJECT)
+    runner = subprocess_runner(root, tmp / "runs")
+    shared = {"": Shared(frozenset(), frozenset())}
+    tests = {"label": "tests/test_words.py::test_label_exists", "double": "tests/test_words.py::test_double"}
+    recorded = {"label": [ret("a-thing")], "double": [ret(6), ret(0)]}
+    out = {}
+    for fn in analyze_project(root, use_jedi=False).in_file("lib/words.py"):
+        bodies = bodies_for(fn.signature, fn.class_name, fn.decorators, recorded[fn.name])
+        spec = TaskTests(f"lib/{fn.key}", fn.file, fn.qualname, fn.lineno, (tests[fn.name],),
+                         tuple(b for b in bodies if b[0] != RAISE))
+        out[fn.name] = (spec, verify_task(spec, runner, (root / fn.file).read_text(),
+                                          lambda s, q, ln, st: blank_body(s, q, lineno=ln, statement=st), shared))
+    return out
+
+
+def test_tests_that_only_check_not_none_let_first_arg_and_constant_through(verified):
+    """The unseen project's case: `return prefix + ...` checked only for `is not None`."""
+    spec, v = verified["label"]
+    assert [n for n, _ in spec.trivial] == ["none", "first_arg", "empty", "constant"]
+    assert v.status is TaskStatus.VERIFIED and not v.pass_stub_passes
+    assert v.trivial_passes == ("first_arg", "empty", "constant")  # '' is not None either
+
+
+def test_tests_that_check_the_value_let_no_trivial_body_through(verified):
+    spec, v = verified["double"]
+    assert dict(spec.trivial) == {"none": "return None", "first_arg": "return x", "empty": "return 0",
+                                  "constant": "return 6"}
+    assert v.status is TaskStatus.VERIFIED and v.trivial_passes == () and not v.pass_stub_passes
+
+
+@pytest.mark.slow
+def test_a_build_stores_reports_and_lists_the_trivial_bodies_that_pass(tmp_path, monkeypatch):
+    """Through the whole build (venv, coverage, recording, sandbox runs): the task, the report, `tasks build`
+    and `tasks list` name the bodies a task's tests let through; `empty` and `constant` come from the
+    recorded return value ('a-thing')."""
+    write_tree(tmp_path / "lib", PROJECT)
+    (tmp_path / "lib.yaml").write_text(f"name: lib\nsource: {{path: {tmp_path / 'lib'}}}\npython: '3.11'\n"
+                                       "tests:\n  paths: [tests]\n")
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    settings = load_settings()
+    report = build_tasks(load_manifest(tmp_path / "lib.yaml"), settings, progress=False).projects[0]
+    tasks = {t.name: t for t in load_tasks(settings, status="all")}
+    passes = ["first_arg", "empty", "constant"]
+    assert tasks["label"].status is TaskStatus.VERIFIED and tasks["label"].trivial_passes == passes
+    assert tasks["double"].trivial_passes == [] and not tasks["double"].pass_stub_passes
+    assert report.trivial_passes == {"lib/lib/words.py::label": passes}
+    out = Console(record=True, width=200)
+    print_project(report, out)
+    assert "trivial bodies pass the tests of 1 verified tasks (first_arg 1, empty 1, constant 1)" in out.export_text()
+    listing = CliRunner().invoke(app, ["tasks", "list", "--project", "lib"])
+    assert listing.exit_code == 0, listing.output
+    flagged = [line for line in listing.stdout.splitlines() if "trivial:first" in line]  # the table may wrap ids
+    assert len(flagged) == 1 and "trivial:first_arg,empty,constant" in flagged[0]
+    as_json = CliRunner().invoke(app, ["tasks", "list", "--project", "lib", "--json"]).stdout.splitlines()
+    assert {json.loads(line)["name"]: json.loads(line)["trivial_passes"] for line in as_json} == {
+        "label": passes, "double": []}
+    assert "first_arg 1 (returns its first argument)" in " ".join(listing.stdout.split())
+    assert "constant 1 (returns a constant the original returned)" in " ".join(listing.stdout.split())
