@@ -92,11 +92,12 @@ def test_rounded_stable():
 
 
 def test_rounded_flaky():
-    # Fails on the third time it ever runs (baseline, coverage run, then the first verification run).
+    # Fails on the fifth time it ever runs (baseline, coverage run, the two recording runs of pass+, then the
+    # first verification run).
     path = os.environ["SHOP_COUNTER"]
     n = int(open(path).read()) if os.path.exists(path) else 0
     open(path, "w").write(str(n + 1))
-    assert n != 2
+    assert n != 4
     assert rounded(1.2) == 1
 
 

@@ -17,6 +17,7 @@ from coderun.analyzers import analyze_project
 from coderun.cli.main import app
 from coderun.cli.tasks import print_project
 from coderun.config import load_settings
+from coderun.evaluation.store import RunStore
 from coderun.manifests.schema import load_manifest
 from coderun.records import TaskStatus
 from coderun.rigor.trivial import (
@@ -215,3 +216,25 @@ def test_a_build_stores_reports_and_lists_the_trivial_bodies_that_pass(tmp_path,
         "label": passes, "double": []}
     assert "first_arg 1 (returns its first argument)" in " ".join(listing.stdout.split())
     assert "constant 1 (returns a constant the original returned)" in " ".join(listing.stdout.split())
+    # pass+ catches each body the project's tests let through, and keeps the original (issue 23).
+    label = tasks["label"]
+    assert label.rigor is not None and label.rigor.inputs >= 2 and label.rigor.augmented >= 1, label.rigor
+    header = "def label(prefix):\n"
+    rows = {"original": label.source, "first_arg": header + "    return prefix\n",
+            "constant": header + "    return 'a-thing'\n"}
+    (tmp_path / "s.jsonl").write_text("".join(json.dumps({"task_id": label.task_id, "solution": code}) + "\n"
+                                              for code in rows.values()))
+    res = CliRunner().invoke(app, ["eval", "--samples", str(tmp_path / "s.jsonl"), "--backend", "local",
+                                   "--rigor", "plus", "--run-dir", str(tmp_path / "run"), "-k", "1",
+                                   "--projects", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    with RunStore.open(tmp_path / "run") as store:
+        by_index = {r.index: r for r in store.results()}
+    got = {name: (by_index[i].rigor.base.value, by_index[i].verdict.value, by_index[i].failure)
+           for i, name in enumerate(rows)}
+    assert got == {"original": ("pass", "pass", None),
+                   "first_arg": ("pass", "fail", "functional/differential"),
+                   "constant": ("pass", "fail", "functional/differential")}, got
+    assert "disagrees with the original" in by_index[1].reason
+    log = (tmp_path / "run" / by_index[1].log_path).read_text()
+    assert "## differential (pass+)" in log and "original:" in log and "sample:" in log

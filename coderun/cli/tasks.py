@@ -195,9 +195,9 @@ def list_(project: str = typer.Option(None, "--project", help="Only this project
             print_json(t.model_dump(mode="json", include=set(_LIST_FIELDS)))
         return
     rows = [[t.task_id, t.level.value, f"{t.status.value}{SUPPLEMENTARY_MARK if t.supplementary else ''}",
-             str(len(t.tests)), _inputs(t), _flags(t)] for t in tasks]
-    console.print(table_or_stacked(["task", "level", "status", "tests", "pass+", "flags"], rows,
-                                   "aliases", [", ".join(t.aliases) for t in tasks], left=(0, 1, 2, 5)))
+             str(len(t.tests)), _flags(t)] for t in tasks]
+    console.print(table_or_stacked(["task", "level", "status", "tests", "flags"], rows,
+                                   "aliases", [", ".join(t.aliases) for t in tasks], left=(0, 1, 2, 4)))
     console.print(f"{len(tasks)} tasks")
     console.print(_inputs_note(tasks), soft_wrap=True)
     if any(t.supplementary for t in tasks):
@@ -210,13 +210,6 @@ def list_(project: str = typer.Option(None, "--project", help="Only this project
                       "coderun tasks list --targets")
 
 
-def _inputs(t: Task) -> str:
-    """The task's differential inputs: how many, `none` (nothing could be recorded), `-` (never derived)."""
-    if t.rigor is None:
-        return EMPTY
-    return str(t.rigor.inputs) if t.rigor.inputs else "none"
-
-
 def _inputs_note(tasks: list[Task]) -> str:
     derived = [t for t in tasks if t.rigor is not None]
     if not derived:
@@ -224,17 +217,18 @@ def _inputs_note(tasks: list[Task]) -> str:
                 "them)")
     none = [t for t in derived if not t.rigor.inputs]
     return (f"pass+: {len(derived) - len(none)} of {len(derived)} tasks have differential inputs; for the "
-            f"{len(none)} marked none nothing could be recorded or kept, and pass+ equals pass (why: --json, "
-            "rigor.note)")
+            f"{len(none)} flagged no-inputs nothing could be recorded or kept, and pass+ equals pass (why and "
+            "how many inputs: --json, rigor)")
 
 
 def _flags(t: Task) -> str:
     """What the build found about a task's tests: `weak` (a `return None` body passes them), `trivial:`
-    and the other trivial bodies that pass them, `network` (some tried to reach the network), `Nconf` (run
-    in N configurations)."""
+    and the other trivial bodies that pass them, `network` (some tried to reach the network), `no-inputs` (no
+    differential inputs: pass+ is pass), `Nconf` (run in N configurations)."""
     others = [n for n in t.trivial_passes if n != NONE]
     flags = (["weak"] if t.pass_stub_passes else []) + ([f"trivial:{','.join(others)}"] if others else [])
     flags += ["network"] if t.network_tests else []
+    flags += ["no-inputs"] if t.rigor is not None and not t.rigor.inputs else []
     if len(t.configurations) > 1:
         flags.append(f"{len(t.configurations)}conf")
     return " ".join(flags) or EMPTY
