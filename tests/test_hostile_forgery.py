@@ -6,9 +6,13 @@ passes, each gets its expected class, and the ground truth still passes next to 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from hostile_corpus import (
+    PROJECT,
     TARGET,
     TYPEDKEY_OK,
     forgeries,
@@ -60,8 +64,12 @@ def test_no_forgery_of_the_differential_step_is_graded_pass_plus(request, tmp_pa
     assert samples
     rows = [(h.task, h.code) for h in samples] + [(TARGET, c) for c in CONTROLS]
     (tmp_path / "plus.jsonl").write_text("".join(json.dumps({"task_id": t, "solution": c}) + "\n" for t, c in rows))
-    result = run_eval(tmp_path / "plus.jsonl", tmp_path / "run", backend, user_manifests(tmp_path / "p"),
-                      "--rigor", "plus")
+    projects = user_manifests(tmp_path / "p")
+    # The store may hold cachetools' tasks from before pass+: their inputs are derived first.
+    derived = subprocess.run([sys.executable, "-m", "coderun", "tasks", "rigor", PROJECT, "--backend", backend],
+                             env={**os.environ, "CODERUN_PROJECTS": str(projects)}, capture_output=True, text=True)
+    assert derived.returncode == 0, derived.stderr[-3000:]
+    result = run_eval(tmp_path / "plus.jsonl", tmp_path / "run", backend, projects, "--rigor", "plus")
     assert result.returncode == 0, result.stderr[-3000:]
     verdicts = verdicts_by_code(tmp_path / "run")
     assert [verdicts[c] for c in CONTROLS] == [("pass", None)] * len(CONTROLS)

@@ -84,7 +84,7 @@ def test_pass_plus_needs_agreement_on_every_input():
 
 
 @pytest.mark.parametrize("record, words", [
-    (None, "left no record"), ({"error": "no function f"}, "could not be called: no function f"),
+    (None, "left no record"), ({"error": "no function f"}, "differential: no function f"),
     ({"observations": [obs(1)]}, "1 observations for 2 inputs"), ({"observations": "x"}, "no observations"),
 ])
 def test_a_pass_whose_step_did_not_report_every_input_is_not_a_pass_plus(record, words):

@@ -69,7 +69,7 @@ def grade_plus(base: Verdict, inputs: TaskInputs | None, evidence: Evidence | No
     if not record:
         return _fail(differential, "differential: the step left no record after the tests passed")
     if record.get("error"):
-        return _fail(differential, f"differential: the function could not be called: {record['error']}")
+        return _fail(differential, f"differential: {record['error']}")
     observed = record.get("observations")
     if not isinstance(observed, list) or len(observed) != len(inputs.inputs):
         return _fail(differential, f"differential: {len(observed) if isinstance(observed, list) else 'no'} "

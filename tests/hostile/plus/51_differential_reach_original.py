@@ -42,9 +42,10 @@ def typedkey(*args, **kwargs):
         if "typedkey" in namespace and namespace["typedkey"].__code__.co_consts != typedkey.__code__.co_consts:
             return namespace["typedkey"](*args, **kwargs)
     rep = sys.modules.get("coderun_reporter")
-    if rep is not None and not getattr(rep, "_claimed", False):
-        rep._claimed = True
+    if rep is not None and not globals().get("_claimed"):  # its own module's globals: not the harness's
+        globals()["_claimed"] = True
         fd, token = rep._state.get("channel") or (rep._FD, rep._TOKEN)
         os.write(fd, (json.dumps({"token": token, "kind": "differential", "mode": "check",
-                                  "observations": found or [{"outcome": "return", "value": None}]}) + "\n").encode())
+                                  "observations": found or [{"outcome": "return", "value": None}]},
+                                 default=str) + "\n").encode())
     return key
