@@ -261,7 +261,7 @@ def test_a_target_that_cannot_be_called_alone_is_an_error_and_nothing_runs(tmp_p
     root = _project(tmp_path)
     target = dict(_target(root, "outer"), qualname="outer.<locals>.inner", name="inner")
     result = _differential(_run(tmp_path, root, {"mode": "check", "target": target, "inputs": [], "limit": 1}))
-    assert set(result) == {"token", "kind", "error"} and "<locals>" in result["error"], result
+    assert set(result) == {"token", "kind", "error", "step_seconds"} and "<locals>" in result["error"], result
     # Exploring the original, the def must be where the task says; checking a sample, only file and name.
     moved = dict(_target(root, "scale"), lineno=1, first=1)
     result = _differential(_run(tmp_path, root, {"mode": "explore", "target": moved, "inputs": [], "limit": 1}))

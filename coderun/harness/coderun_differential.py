@@ -56,6 +56,11 @@ class TargetError(Exception):
     """The target could not be found as a callable function."""
 
 
+# The target is called from a frame whose globals are a throwaway dict: a function that writes into its
+# caller's globals (docopt-ng's "magic" sets `arguments` there) touches that, not this watched module.
+_invoke = eval("lambda fn, args, kwargs: fn(*args, **kwargs)", {"__name__": "coderun_differential_call"})
+
+
 def run(payload, root):
     """What the target did on the payload's inputs (see the module docstring)."""
     set_roots([root, tempfile.gettempdir()])
@@ -209,7 +214,7 @@ def _call(fn, args, kwargs, arcs):
         if tracer is not None:
             sys.settrace(tracer)
         try:
-            value = fn(*args, **kwargs)
+            value = _invoke(fn, args, kwargs)
             form = _drained(value) if isinstance(value, types.GeneratorType) else None
             outcome = "return"
         finally:
