@@ -100,7 +100,7 @@ def project(tmp_path_factory):
     settings = load_settings()
     plain_report = build_tasks(load_manifest(plain_dir / "modes.yaml"), settings, progress=False).projects[0]
     plain = {t.name: t for t in load_tasks(settings, status="all")}
-    listing = CliRunner().invoke(app, ["tasks", "list", "--project", "modes"])
+    listing = CliRunner().invoke(app, ["tasks", "list", "--project", "modes"], env={"COLUMNS": "200"})
     conf_report = build_tasks(load_manifest(conf_dir / "modes.yaml"), settings, progress=False).projects[0]
     configured = {t.name: t for t in load_tasks(settings, status="all")}
     yield {"plain": plain, "plain_report": plain_report, "listing": listing, "configured": configured,

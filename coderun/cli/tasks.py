@@ -197,9 +197,10 @@ def list_(project: str = typer.Option(None, "--project", help="Only this project
     rows = [[t.task_id, t.level.value, f"{t.status.value}{SUPPLEMENTARY_MARK if t.supplementary else ''}",
              str(len(t.tests)), _flags(t)] for t in tasks]
     console.print(table_or_stacked(["task", "level", "status", "tests", "flags"], rows,
-                                   "aliases", [", ".join(t.aliases) for t in tasks], left=(0, 1, 2, 4)))
+                                   "aliases", [", ".join(t.aliases) for t in tasks], left=(0, 1, 2, 4),
+                                   fold=(4,)))  # the flags fold before a task id does
     console.print(f"{len(tasks)} tasks")
-    console.print(_inputs_note(tasks), soft_wrap=True)
+    console.print(_inputs_note(tasks))
     if any(t.supplementary for t in tasks):
         console.print(SUPPLEMENTARY_NOTE)
     for note in _flag_notes(tasks):

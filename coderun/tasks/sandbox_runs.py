@@ -51,8 +51,8 @@ def sandbox_tests(manifest: Manifest, settings: Settings, backend: str, env: Loc
     spec = project_sandbox_spec(manifest, settings, backend)  # exactly the evaluation's sandbox
     lock = threading.Lock()
     # A resumed build keeps the logs of the one it resumes and numbers its own after them.
-    counter = itertools.count(1 + max((int(p.stem[4:]) for p in logs.glob("run-*.log") if p.stem[4:].isdigit()),
-                                      default=0))
+    numbers = (p.stem.rsplit("-", 1)[-1] for pattern in ("run-*.log", "pass-plus-*.log") for p in logs.glob(pattern))
+    counter = itertools.count(1 + max((int(n) for n in numbers if n.isdigit()), default=0))
     tree = env.checkout.path
     t_envs = {conf: {k: v for k, v in test_env(manifest, tree, conf).items() if k != "PYTHONPATH"}
               for conf in configuration_names(manifest)}
@@ -67,7 +67,8 @@ def sandbox_tests(manifest: Manifest, settings: Settings, backend: str, env: Loc
         if first_failure:
             total = min(total, stub_run_limit([durations.get(n, 1.0) for n in nodeids]))
         with lock:
-            log = logs / f"run-{next(counter):05d}.log"
+            # Verification runs are run-N.log; the pass+ runs (exploring, confirming) pass-plus-N.log.
+            log = logs / f"{'pass-plus' if differential else 'run'}-{next(counter):05d}.log"
         ev = pool.run(manifest.name, SampleRun(
             relfile=relfile, new_source=new_source, nodeids=list(nodeids), timeout=total + extra_time,
             per_test_timeout=per_test, env=t_envs[configuration],
