@@ -96,7 +96,7 @@ def resolve(target, root, lines=True):
         if not isinstance(holder, type):
             raise TargetError(f"{qualname}: {part} is not a class")
     raw = _member(holder, parts[-1], qualname)
-    fn = _unwrap(raw, name)
+    fn = _unwrap(_accessor(raw, target) if isinstance(raw, property) else raw, name)
     if fn is None:
         raise TargetError(f"{qualname} is not a function named {name} once unwrapped ({type(raw).__name__})")
     code = fn.__code__
@@ -109,6 +109,8 @@ def resolve(target, root, lines=True):
 
 def _member(holder, part, qualname):
     found = vars(holder).get(part, _MISSING)
+    if found is _MISSING and part.startswith("__") and not part.endswith("__") and isinstance(holder, type):
+        found = vars(holder).get(f"_{holder.__name__.lstrip('_')}{part}", _MISSING)  # a private name, mangled
     if found is _MISSING:
         raise TargetError(f"{qualname}: {getattr(holder, '__name__', holder)} has no {part}")
     return found
@@ -143,6 +145,14 @@ def _module_for(path, relfile):
 def _file_of(module):
     file = getattr(module, "__dict__", {}).get("__file__") if isinstance(module, types.ModuleType) else None
     return os.path.realpath(file) if isinstance(file, str) else None
+
+
+def _accessor(prop, target):
+    """The getter, setter or deleter of a property that is the target: the one defined nearest its def line
+    (a sample's lines may have moved a little, the accessors are apart by their bodies)."""
+    lineno = int(target.get("lineno") or 0)
+    found = [fn for fn in (prop.fget, prop.fset, prop.fdel) if hasattr(fn, "__code__")]
+    return min(found, key=lambda fn: abs(fn.__code__.co_firstlineno - lineno)) if found else None
 
 
 def _unwrap(obj, name):
