@@ -97,7 +97,10 @@ def _run_once(manifest: Manifest, python: Path, tree: Path, run_dir: Path, plugi
               spec: dict[str, object], union: list[str], log: Path | None) -> _RunOutput | None:
     """One recorded run on a fresh copy of the tree; None when it wrote nothing at all."""
     run_dir.mkdir()
-    copy = run_dir / "tree"
+    # Every run's copy, and pytest's temporary folders, at the same paths: a value holding a path (tmp_path,
+    # the copy's files) is then the same in both runs and not taken for nondeterminism.
+    copy = run_dir.parent / "tree"
+    shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(tree, copy, symlinks=True, ignore=shutil.ignore_patterns(".git"))
     out_file = run_dir / "calls.jsonl"
     spec_file = run_dir / "spec.json"
@@ -107,7 +110,8 @@ def _run_once(manifest: Manifest, python: Path, tree: Path, run_dir: Path, plugi
     env.update(t_env)
     env["PYTHONPATH"] = os.pathsep.join([t_env["PYTHONPATH"], str(plugin_dir)])
     env["CODERUN_RECORD"] = str(spec_file)
-    cmd = pytest_command(manifest, python, nodeids=union, rootdir=copy, extra=["-p", "coderun_recorder"])
+    cmd = pytest_command(manifest, python, nodeids=union, rootdir=copy,
+                         extra=["-p", "coderun_recorder", f"--basetemp={run_dir.parent / 'basetemp'}"])
     complete = True
     try:
         with start_services(manifest.tests.services) as services:
