@@ -27,7 +27,9 @@ _SYS_NAMES = ("modules", "exc_info", "_getframe", "exit", "meta_path", "path_hoo
 # Module globals that pytest itself sets while a test runs (the assertion plugin's per-test hooks): their
 # value is state, not machinery. Measured on the built-in projects' tests.
 _STATE = frozenset({("_pytest.assertion.util", "_reprcompare"), ("_pytest.assertion.util", "_assertion_pass"),
-                    ("_pytest.assertion.util", "_config")})
+                    ("_pytest.assertion.util", "_config"),
+                    # mock_open's lazily filled spec lists (None until a test first calls it: repoapi's do)
+                    ("unittest.mock", "file_spec"), ("unittest.mock", "open_spec")})
 # Names set on whatever they touch by pytest (on a node class the first time one is made: nodes.py, a
 # warning shown once), by the interpreter (the warnings module's per-module registry) and by zope.interface
 # (its declaration caches on a class it is asked about). Measured on the built-in projects' tests.
