@@ -51,6 +51,8 @@ def build(projects: list[str] = typer.Argument(None, help="Project names or mani
                                       "(one CPU each, projects in parallel; -j then defaults to 1): ray, auto, "
                                       "ray://HOST:PORT or HOST:PORT, as for eval. Needs Ray: pip install "
                                       "'coderun\\[ray]'."),
+          rigor: bool = typer.Option(True, "--rigor/--no-rigor", help="Also derive the pass+ inputs (record "
+                                     "the original's calls, mutate, reduce); `tasks rigor` can do it later."),
           projects_dir: list[Path] = ProjectsDirOption, as_json: bool = JsonOption) -> None:
     """Select each project's tasks, map them to the tests that reach them, verify, store. With several
     projects a failed one is reported and the others go on; the exit code says if any failed. An interrupted
@@ -74,7 +76,7 @@ def build(projects: list[str] = typer.Argument(None, help="Project names or mani
     report = TaskBuildReport()
 
     built = _builds(manifests, s, chosen.value, include_weak, jobs, cluster, as_json,
-                    failed if total > 1 else None)
+                    failed if total > 1 else None, rigor)
     summary: list[ProjectSummary] = []
     try:
         for _m, p in built:
@@ -96,7 +98,7 @@ def build(projects: list[str] = typer.Argument(None, help="Project names or mani
 
 
 def _builds(manifests, s, backend: str, include_weak: bool, jobs: int | None, cluster: str | None, as_json: bool,
-            failed: dict[str, str] | None):
+            failed: dict[str, str] | None, rigor: bool = True):
     """(manifest, report) per project built here, one after the other, or on the cluster as each finishes
     (one CPU each: -j defaults to 1 there); failures as build_each records them."""
     if cluster:
@@ -106,7 +108,8 @@ def _builds(manifests, s, backend: str, include_weak: bool, jobs: int | None, cl
                           len(manifests), "task builds", failed=failed)
 
     def build_one(m):
-        return build_project(m, s, backend, include_weak, progress=not as_json, jobs=jobs or default_jobs())
+        return build_project(m, s, backend, include_weak, progress=not as_json, jobs=jobs or default_jobs(),
+                             rigor=rigor)
 
     return build_each(manifests, build_one, "task builds", failed=failed)
 

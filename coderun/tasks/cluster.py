@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from coderun.config import Settings
 from coderun.errors import CoderunError, EnvironmentBuildError, SandboxError
 from coderun.manifests.schema import Manifest
-from coderun.records import TargetOutcome, Task
+from coderun.records import TargetOutcome, Task, TaskInputs
 from coderun.tasks import store
 from coderun.tasks.build import ProjectTaskReport
 
@@ -51,6 +51,7 @@ class NodeBuild:
     report: ProjectTaskReport | None = None
     tasks: list[Task] = field(default_factory=list)
     targets: list[TargetOutcome] = field(default_factory=list)
+    inputs: list[TaskInputs] = field(default_factory=list)  # the pass+ inputs of its tasks
     error: str | None = None               # the CoderunError's class name, for a failed build
     message: str = ""
     hint: str | None = None
@@ -74,6 +75,7 @@ def build_on_node(manifest: Manifest, backend: str, include_weak: bool, jobs: in
     if not out.same_store:
         out.tasks = store.query(settings, project=manifest.name)
         out.targets = store.target_outcomes(settings, manifest.name)
+        out.inputs = list(store.load_inputs(settings, [t.task_id for t in out.tasks]).values())
     return out
 
 
@@ -90,6 +92,7 @@ def save_on_driver(settings: Settings, done: NodeBuild) -> None:
         return
     store.save_project(settings, done.project, done.report.commit, done.tasks, done.report.model_dump_json(),
                        done.report.include_weak, targets=done.targets)
+    store.save_rigor(settings, done.project, done.tasks, done.inputs)
 
 
 def build_on_cluster(manifests: list[Manifest], settings: Settings, backend: str, include_weak: bool,
