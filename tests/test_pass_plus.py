@@ -60,6 +60,17 @@ def test_only_candidates_the_original_repeats_are_usable():
     assert confirmed([obs(1)], None) == [False]
 
 
+def test_an_input_holding_a_clock_reading_is_not_usable():
+    """A TTL cache's expiry times make the original itself behave by when it is called."""
+    clocks = (1_800_000_000.0, 50_000.0)
+    expiring = cand("recorded", 1)
+    expiring["obs"] = expiring["again"] = obs(1, args=("list", [["obj", "C", [["expires", ["float", "50060.5"]]]]]))
+    stamped = cand("recorded", ["float", "1799999000.0"])
+    plain = cand("recorded", 1)
+    plain["obs"] = plain["again"] = obs(1, args=("list", [["float", "2.5"], ["float", "900.0"]]))
+    assert [usable(c, clocks) for c in (expiring, stamped, plain)] == [False, False, True]
+
+
 def test_the_per_call_limit_follows_the_slowest_original_call():
     assert check_limit([obs(1, seconds=0.001)]) == 0.5
     assert check_limit([obs(1, seconds=0.1), obs(1, seconds=0.01)]) == 2.0

@@ -63,7 +63,8 @@ _invoke = eval("lambda fn, args, kwargs: fn(*args, **kwargs)", {"__name__": "cod
 
 def run(payload, root):
     """What the target did on the payload's inputs (see the module docstring)."""
-    set_roots([root, tempfile.gettempdir()])
+    # The copy, the temporary folder and HOME differ between sandboxes (a worker's HOME is its own folder).
+    set_roots([root, tempfile.gettempdir(), os.environ.get("HOME", "")])
     target = payload.get("target") or {}
     try:
         # A sample's def may sit on other lines than the original's (decorators added or dropped): checked,

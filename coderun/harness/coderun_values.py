@@ -42,7 +42,7 @@ def set_roots(paths):
     """Paths replaced by placeholders in every string form (the project copy, the temp folder): where a
     copy lives is not part of what a function did."""
     del _ROOTS[:]
-    for i, path in enumerate(p for p in paths if p):
+    for i, path in enumerate(p for p in paths if p and len(os.path.realpath(p)) > 4):  # never "/" or "/tmp"
         real = os.path.realpath(path)
         for p in {path, real}:
             _ROOTS.append((p, f"<root{i}>"))

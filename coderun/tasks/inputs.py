@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from collections.abc import Sequence
 
 from coderun.harness.coderun_values import digest
@@ -49,11 +50,32 @@ def check_limit(expected: Sequence[dict]) -> float:
     return round(min(5.0, max(0.5, 20 * slowest)), 3)
 
 
-def usable(candidate: dict) -> bool:
-    """A candidate the original ended the same way on twice (a timeout or an unloadable input never is)."""
+def usable(candidate: dict, clocks: tuple[float, float] | None = None) -> bool:
+    """A candidate the original ended the same way on twice (a timeout or an unloadable input never is) and
+    whose state holds no reading of a clock (`clocks`: this machine's wall and monotonic time now)."""
     obs, again = candidate.get("obs"), candidate.get("again")
     return (isinstance(obs, dict) and obs.get("outcome") in ("return", "raise")
-            and isinstance(again, dict) and disagreement(obs, again) is None)
+            and isinstance(again, dict) and disagreement(obs, again) is None
+            and not holds_clock_reading(obs, clocks or (time.time(), time.monotonic())))
+
+
+def holds_clock_reading(form: object, clocks: tuple[float, float]) -> bool:
+    """Whether a form holds a float that reads like this machine's clock: within 30 days of the wall clock,
+    or within 6 hours of the monotonic clock (and over 1000 s). Such a value (a TTL cache's expiry times, a
+    timestamp) makes the input behave by when it is called: it passes twice in a row at build time and fails
+    the original itself an hour later."""
+    wall, mono = clocks
+    if isinstance(form, list):
+        if len(form) == 2 and form[0] == "float" and isinstance(form[1], str):
+            try:
+                v = float(form[1])
+            except ValueError:
+                return False
+            return abs(v - wall) < 30 * 86400 or (v > 1000 and abs(v - mono) < 6 * 3600)
+        return any(holds_clock_reading(x, clocks) for x in form)
+    if isinstance(form, dict):
+        return any(holds_clock_reading(x, clocks) for x in form.values())
+    return False
 
 
 def reduce(candidates: Sequence[dict], limit: int = MAX_INPUTS) -> list[int]:
