@@ -26,6 +26,7 @@ call is over, and a call during which it fired is a `timeout` even if the functi
 ends it.) Standalone: stdlib only, Python 3.7.
 """
 
+import contextlib
 import importlib
 import itertools
 import json
@@ -351,6 +352,41 @@ def _check(fn, inputs, clock):
 
 # -- explore ------------------------------------------------------------------------
 
+def _reads_clock(text):
+    """Whether the input's objects hold a float that reads like this machine's clock (a TTL cache's expiry
+    times): the original then behaves by when it is called, and such an input cannot be kept. Looks through
+    containers, __dict__ and __slots__ (a repr would hide them), within bounds."""
+    try:
+        args, kwargs = load_call(text)
+    except Exception:  # noqa: BLE001  (unloadable: the host drops it anyway)
+        return False
+    wall, mono = time.time(), time.monotonic()
+    todo, seen = [(args, 0), (kwargs, 0)], set()
+    while todo and len(seen) < 5000:
+        value, depth = todo.pop()
+        if isinstance(value, float):
+            if abs(value - wall) < 30 * 86400 or (value > 1000 and abs(value - mono) < 6 * 3600):
+                return True
+            continue
+        if id(value) in seen or depth > 8 or isinstance(value, (str, bytes, int, type(None))):
+            continue
+        seen.add(id(value))
+        items = []
+        if isinstance(value, dict):
+            items = list(value.keys()) + list(value.values())
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            items = list(value)
+        else:
+            items = list((getattr(value, "__dict__", None) or {}).values())
+            for cls in type(value).__mro__:
+                for name in getattr(cls, "__slots__", ()) or ():
+                    if isinstance(name, str) and hasattr(value, name):
+                        with contextlib.suppress(Exception):
+                            items.append(getattr(value, name))
+        todo.extend((v, depth + 1) for v in items)
+    return False
+
+
 def _explore(fn, method, target, root, inputs, options, clock):
     rng = random.Random(int(options.get("seed") or 0))
     candidates = _candidates(inputs, method, rng, int(options.get("per_input", 8)),
@@ -368,7 +404,7 @@ def _explore(fn, method, target, root, inputs, options, clock):
             continue
         again = observe(fn, text, min(clock.limit, max(clock.left(), 0.001)))
         kept.append({"input": text, "origin": origin, "obs": obs, "again": again,
-                     "arcs": sorted([a, b] for a, b in arcs), "kills": []})
+                     "arcs": sorted([a, b] for a, b in arcs), "kills": [], "clock": _reads_clock(text)})
     mutants, about = _build_mutants(fn, target, root, rng, int(options.get("mutants", 20)))
     if stopped is None:
         stopped = _kills(mutants, kept, clock)

@@ -55,7 +55,7 @@ def usable(candidate: dict, clocks: tuple[float, float] | None = None) -> bool:
     whose state holds no reading of a clock (`clocks`: this machine's wall and monotonic time now)."""
     obs, again = candidate.get("obs"), candidate.get("again")
     return (isinstance(obs, dict) and obs.get("outcome") in ("return", "raise")
-            and isinstance(again, dict) and disagreement(obs, again) is None
+            and isinstance(again, dict) and disagreement(obs, again) is None and not candidate.get("clock")
             and not holds_clock_reading(obs, clocks or (time.time(), time.monotonic())))
 
 
