@@ -442,7 +442,6 @@ def _log_differential(log_path: Path, plus: Verdict, inputs: TaskInputs, evidenc
             d = disagreement(e, a)
             if d is not None:
                 lines += [f"input {i} ({inputs.origins[i] if i < len(inputs.origins) else 'recorded'}): {d}",
-                          f"  arguments: {json.dumps(a.get('before') if isinstance(a, dict) else None)}",
                           f"  original: {json.dumps(e)}", f"  sample:   {json.dumps(a)}"]
     with contextlib.suppress(OSError), log_path.open("a", encoding="utf-8") as fh:
         fh.write("\n".join(lines) + "\n")
