@@ -254,8 +254,9 @@ def execute(store: RunStore, settings: Settings, *, jobs: int | None = None, clu
     tasks = {t.task_id: t.task for t in run_tasks}
     # naive: every sample runs, as the reference
     units = _units(store, tasks, dedupe=config.executor is not Executor.NAIVE)
+    inputs = {t.task_id: t.inputs for t in run_tasks}
     for u in units:
-        u.inputs, u.rigor = next((t.inputs for t in run_tasks if t.task_id == u.task.task_id), None), config.rigor
+        u.inputs, u.rigor = inputs.get(u.task.task_id), config.rigor
     summary = RunSummary(store.path)
     projects = _projects(sorted({u.task.project for u in units}), config, settings, tasks)
     summary.problems += _record_environments(store, projects)

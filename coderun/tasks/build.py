@@ -161,7 +161,7 @@ def _build_project(manifest: Manifest, settings: Settings, backend: str, include
     supplementary = set(supplementary_files(manifest))  # paths as the tree has them
     with sandbox_tests(manifest, settings, backend, env, logs, durations, jobs, notes) as runner:
         verdicts = _verify_all(manifest, env, runner, [(c, tests) for c, tests, _ in mapped], jobs, kept,
-                               progress, {tid: list(r.obs) for tid, r in recorded.items()})
+                               progress, {tid: [c.obs for c in r.calls] for tid, r in recorded.items()})
         tasks = [_task(manifest, env, c, tests, kind, covmap, verdicts[_tid(manifest, c)], supplementary)
                  for c, tests, kind in mapped]
         inputs: list[TaskInputs] = []

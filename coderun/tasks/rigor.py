@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from coderun.config import Settings
@@ -23,6 +22,7 @@ from coderun.envs.local import LocalEnv, find_local_env
 from coderun.errors import TaskError
 from coderun.manifests.schema import Manifest
 from coderun.records import RigorSummary, Task, TaskInputs, TaskStatus
+from coderun.rigor.record import Recording, record_calls
 from coderun.tasks import inputs as plan
 from coderun.tasks import store
 from coderun.tasks.discovery import Candidate
@@ -33,26 +33,15 @@ from coderun.tasks.sandbox_runs import sandbox_tests
 Observe = Callable[[list[str], str, float, str], tuple[dict[str, str], "dict | None"]]
 
 
-@dataclass(frozen=True)
-class Recorded:
-    """What the recording gave for one task (rigor/record.s Recording, reduced to what this stage reads)."""
-
-    inputs: tuple[str, ...]
-    seen: int = 0
-    uncaptured: tuple[tuple[str, int], ...] = ()
-    nondeterministic: int = 0
-    obs: tuple[dict, ...] = ()          # what each input's call did (the trivial bodies read the returns)
-
-
-def task_inputs(task: Task, recorded: Recorded | None, observe: Observe) -> tuple[TaskInputs | None, RigorSummary]:
+def task_inputs(task: Task, recorded: Recording | None, observe: Observe) -> tuple[TaskInputs | None, RigorSummary]:
     """The task's differential inputs (None when there are none) and its summary (why not, when not)."""
-    base = RigorSummary(recorded=len(recorded.inputs) if recorded else 0, seen=recorded.seen if recorded else 0,
-                        uncaptured=dict(recorded.uncaptured) if recorded else {},
-                        nondeterministic=recorded.nondeterministic if recorded else 0)
-    if recorded is None or not recorded.inputs:
+    recorded = recorded or Recording(task_id=task.task_id)
+    base = RigorSummary(recorded=len(recorded.calls), seen=recorded.seen, uncaptured=dict(recorded.uncaptured),
+                        nondeterministic=recorded.nondeterministic)
+    if not recorded.calls:
         return None, base.model_copy(update={"note": _why_none(base)})
     conf = task.runs()[0]
-    outcomes, record = observe(list(conf.tests), plan.explore_payload(task, recorded.inputs),
+    outcomes, record = observe(list(conf.tests), plan.explore_payload(task, [c.input for c in recorded.calls]),
                                plan.EXPLORE_BUDGET, conf.name)
     problem = _problem(conf.tests, outcomes, record)
     if problem:
@@ -101,7 +90,7 @@ def _why_none(summary: RigorSummary) -> str:
     return f"no call could be recorded ({why})"
 
 
-def project_inputs(tasks: list[Task], recorded: dict[str, Recorded], observe: Observe, jobs: int,
+def project_inputs(tasks: list[Task], recorded: dict[str, Recording], observe: Observe, jobs: int,
                    say: Callable[[str], None], progress: bool, project: str) -> tuple[list[Task], list[TaskInputs]]:
     """Every benchmark task's inputs, `jobs` tasks at a time: the tasks with their summaries set, and the
     inputs of those that have some."""
@@ -147,18 +136,13 @@ def build_rigor(manifest: Manifest, settings: Settings, backend: str = "local", 
 
 
 def record(manifest: Manifest, env: LocalEnv, targets: dict[str, tuple[dict, list[str]]], logs: Path, say
-            ) -> dict[str, Recorded]:
+            ) -> dict[str, Recording]:
     """Every call of each target its tests make, recorded twice on the pristine project in its venv
     (rigor/record); only the calls that gave the same results both times are kept."""
-    from coderun.rigor.record import record_calls
-
     if not targets:
         return {}
     say(f"[bold]{manifest.name}[/]: recording the calls of {len(targets)} functions (two runs of their tests)")
-    recordings = record_calls(manifest, env.python, env.checkout.path, targets, log=logs / "recording.log")
-    return {tid: Recorded(inputs=tuple(c.input for c in r.calls), obs=tuple(c.obs for c in r.calls), seen=r.seen,
-                          uncaptured=tuple(sorted(r.uncaptured.items())), nondeterministic=r.nondeterministic)
-            for tid, r in recordings.items()}
+    return record_calls(manifest, env.python, env.checkout.path, targets, log=logs / "recording.log")
 
 
 def candidate_target(c: Candidate) -> dict[str, object]:
