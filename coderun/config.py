@@ -34,6 +34,9 @@ class Settings:
     # Folders of local git mirrors (bare repositories or OWNER+NAME.git.tar.gz archives), looked in before
     # the network: CODERUN_GIT_MIRRORS, else `git_mirrors` in the config file.
     git_mirrors: tuple[Path, ...] = field(default_factory=tuple)
+    # A Docker registry (HOST[:PORT][/PATH]) project images are pulled from before they are built:
+    # CODERUN_REGISTRY, else `registry` in the config file's [images]; `--registry` overrides both.
+    registry: str | None = None
 
     @property
     def git_cache(self) -> Path:
@@ -72,7 +75,7 @@ def load_settings(extra_project_dirs: list[Path] | None = None) -> Settings:
     home = Path(os.environ.get("CODERUN_HOME") or Path.home() / ".cache" / "coderun").expanduser()
     dirs = [Path(p).expanduser() for p in os.environ.get("CODERUN_PROJECTS", "").split(os.pathsep) if p]
     dirs += list(extra_project_dirs or [])
-    return Settings(home=home, project_dirs=tuple(dirs), git_mirrors=_git_mirrors())
+    return Settings(home=home, project_dirs=tuple(dirs), git_mirrors=_git_mirrors(), registry=_registry())
 
 
 def config_path() -> Path:
@@ -96,6 +99,17 @@ def _git_mirrors() -> tuple[Path, ...]:
                           hint='git_mirrors = ["~/mirrors"]')
     # Relative entries are relative to the config file, as in pip's and git's own files.
     return tuple((path.parent / Path(v).expanduser()).resolve() for v in value)
+
+
+def _registry() -> str | None:
+    if os.environ.get("CODERUN_REGISTRY") is not None:
+        return os.environ["CODERUN_REGISTRY"].strip() or None
+    path = config_path()
+    value = _read_config(path).get("images", {}).get("registry")
+    if value is not None and not isinstance(value, str):
+        raise ConfigError(f"{path}: [images] registry must be a string, got {value!r}",
+                          hint='registry = "registry.example.org:5000/team"')
+    return value or None
 
 
 def _read_config(path: Path) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,9 @@ ProjectsDirOption = typer.Option(
     None, "--projects", help="Directory of user manifests, besides the built-in ones (repeatable; "
     "also CODERUN_PROJECTS, a path list).")
 JsonOption = typer.Option(False, "--json", help="Machine-readable output.")
+REGISTRY_DEFAULT = "default: CODERUN_REGISTRY, else registry in the config file's \\[images]"
+RegistryOption = typer.Option(None, "--registry", help="A Docker registry, HOST\\[:PORT]\\[/PATH]: project images "
+                              f"are pulled from it by their content tag before they are built ({REGISTRY_DEFAULT}).")
 WideOption = typer.Option(False, "--wide", help="Every column in one table, even the empty ones, at its full "
                           "width (lines wider than the terminal wrap; `| less -S` keeps them whole).")
 
@@ -63,6 +67,14 @@ def print_table(to: Console, renderable: Any, wide: bool = False) -> None:
 
 def settings(project_dirs: list[Path] | None = None) -> Settings:
     return load_settings(project_dirs)
+
+
+def with_registry(s: Settings, registry: str | None) -> Settings:
+    """`s` with --registry's value (checked) in place of the configured one."""
+    from coderun.envs.registry import check_registry
+
+    value = registry or s.registry
+    return replace(s, registry=check_registry(value) if value else None)
 
 
 def project_selection(values: list[str] | None, project_dirs: list[Path] | None) -> tuple[Settings, list[str]]:

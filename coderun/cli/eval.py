@@ -12,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from coderun.cli._common import (
     JsonOption,
     ProjectsDirOption,
+    RegistryOption,
     WideOption,
     build_each,
     console,
@@ -20,6 +21,7 @@ from coderun.cli._common import (
     print_table,
     project_selection,
     warn_if_unisolated,
+    with_registry,
 )
 from coderun.config import Settings
 from coderun.errors import EnvironmentBuildError
@@ -51,6 +53,7 @@ def eval_command(
     cluster: str = typer.Option(None, "--cluster", help="Run on a Ray cluster: ray (RAY_ADDRESS, else a "
                                 "local Ray instance), auto (a running cluster), ray://HOST:PORT (Ray Client) or "
                                 "the HOST:PORT of a running cluster. Needs pip install 'coderun\\[ray]'."),
+    registry: str = RegistryOption,
     rigor: str = typer.Option("base", "--rigor", help="The headline verdict: base (the project's tests) or "
                               "plus (pass+: and agreeing with the original on the task's differential inputs). "
                               "Both are kept and reported."),
@@ -68,6 +71,7 @@ def eval_command(
 ) -> None:
     """Splice samples into their projects, run the mapped tests in a sandbox, grade, report."""
     s, project = project_selection(project, projects_dir)
+    s = with_registry(s, registry)
     ks = parse_ks(k)
     if resume:
         store = RunStore.open(resolve_run_dir(resume, s))

@@ -10,6 +10,7 @@ import typer
 from rich.markup import escape
 
 from coderun.cli._common import (
+    REGISTRY_DEFAULT,
     JsonOption,
     ProjectsDirOption,
     build_each,
@@ -17,6 +18,7 @@ from coderun.cli._common import (
     err_console,
     print_json,
     settings,
+    with_registry,
 )
 from coderun.envs import dockerlib
 from coderun.envs.base_image import BaseStrategy, build_base_image
@@ -78,6 +80,61 @@ def build(projects: list[str] = typer.Argument(None, help="Project names or mani
     finally:
         if as_json and (rows or len(manifests) > 1):  # a lone failure is just its error
             print_json(rows)
+
+
+RegistryOption = typer.Option(None, "--registry", help=f"The registry, HOST\\[:PORT]\\[/PATH] ({REGISTRY_DEFAULT}).")
+
+
+def _registry(value: str | None, s) -> str:
+    s = with_registry(s, value)
+    if not s.registry:
+        raise UsageError("no registry given", hint="pass --registry HOST[:PORT][/PATH] or set CODERUN_REGISTRY")
+    return s.registry
+
+
+def _each(projects: list[str], registry: str | None, projects_dir: list[Path], as_json: bool, act, row, line) -> None:
+    """`act(manifest, settings, registry, client)` for each project; a `row` of each result, printed as JSON
+    or as a `line` each."""
+    s = settings(projects_dir)
+    where = _registry(registry, s)
+    client = dockerlib.docker_client()
+    rows = []
+    try:
+        for m, result in build_each([find_manifest(p, s) for p in projects],
+                                    lambda m: act(m, s, where, client=client), "images"):
+            rows.append({"project": m.name, **row(result, where)})
+            if not as_json:
+                console.print(f"[bold]{m.name}[/] → {line(rows[-1])}")
+    finally:
+        if as_json and rows:
+            print_json(rows)
+
+
+@app.command("push")
+def push(projects: list[str] = typer.Argument(..., help="Project names or manifest paths."),
+         registry: str = RegistryOption, projects_dir: list[Path] = ProjectsDirOption,
+         as_json: bool = JsonOption) -> None:
+    """Push each project's current image (built here) to a registry, by its content tag."""
+    from coderun.envs.docker import push_project_image
+    from coderun.envs.registry import remote_ref
+
+    _each(projects, registry, projects_dir, as_json, push_project_image,
+          lambda done, where: {"tag": done[0].tag, "remote": remote_ref(where, done[0].tag), "digest": done[1]},
+          lambda r: f"{escape(r['remote'])} ({r['digest'][:19]})")
+
+
+@app.command("pull")
+def pull(projects: list[str] = typer.Argument(..., help="Project names or manifest paths."),
+         registry: str = RegistryOption, projects_dir: list[Path] = ProjectsDirOption,
+         as_json: bool = JsonOption) -> None:
+    """Pull each project's current image from a registry by its content tag (its baseline comes with it)."""
+    from coderun.envs.docker import pull_project_image
+
+    _each(projects, registry, projects_dir, as_json, pull_project_image,
+          lambda image, where: {"tag": image.tag, "pulled": image.pulled_from is not None,
+                                **image.baseline.counts()},
+          lambda r: f"{r['tag']} ({'pulled' if r['pulled'] else 'already here'}); baseline: {r['passed']} "
+                    f"passed, {r['failed']} failed, {r['error']} errors, {r['skipped']} skipped")
 
 
 def _coderun_images(client) -> list[dict]:

@@ -13,12 +13,14 @@ from coderun.choices import Backend
 from coderun.cli._common import (
     JsonOption,
     ProjectsDirOption,
+    RegistryOption,
     build_each,
     console,
     each_built,
     print_error,
     print_json,
     settings,
+    with_registry,
 )
 from coderun.errors import EnvironmentBuildError, UsageError
 from coderun.manifests.schema import find_manifest, known_manifests
@@ -53,7 +55,7 @@ def build(projects: list[str] = typer.Argument(None, help="Project names or mani
                                       "'coderun\\[ray]'."),
           rigor: bool = typer.Option(True, "--rigor/--no-rigor", help="Also derive the pass+ inputs (record "
                                      "the original's calls, mutate, reduce); `tasks rigor` can do it later."),
-          projects_dir: list[Path] = ProjectsDirOption, as_json: bool = JsonOption) -> None:
+          registry: str = RegistryOption, projects_dir: list[Path] = ProjectsDirOption, as_json: bool = JsonOption) -> None:
     """Select each project's tasks, map them to the tests that reach them, verify, store. With several
     projects a failed one is reported and the others go on; the exit code says if any failed. An interrupted
     build run again with the same inputs resumes: tasks already decided are not verified again. With
@@ -63,7 +65,7 @@ def build(projects: list[str] = typer.Argument(None, help="Project names or mani
         raise UsageError(f"-j must be at least 1, got {jobs}")
     if bool(projects) == all_projects:
         raise UsageError("give project names or --all, not both" if projects else "give project names or --all")
-    s = settings(projects_dir)
+    s = with_registry(settings(projects_dir), registry)
     failed: dict[str, str] = {}
     if all_projects:
         manifests, broken = known_manifests(s)

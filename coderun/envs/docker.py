@@ -6,7 +6,8 @@
     coderun/<project>:<k>             + the baseline test run, kept in /opt/coderun/baseline/
 
 Each key hashes everything that built its layer and the layer below, so an unchanged project is one
-image lookup, and a changed test command rebuilds only the baseline layer. Every build runs with
+image lookup, and a changed test command rebuilds only the baseline layer. The same manifest gives the
+same tag on any machine, so a missing image is pulled by it from a registry when one is set (registry.py). Every build runs with
 networking disabled; the host downloads (PyPI, Debian) and the image never does. Layout in the image:
     /opt/venv                 the virtual environment (dependencies, pytest, coverage); on PATH
     /work/project             the project's tree, owned by `coderun`; PYTHONPATH=/work/project/<import_root>
@@ -25,15 +26,16 @@ import shlex
 import shutil
 import tarfile
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import docker
 import docker.errors
 from rich.console import Console
+from rich.markup import escape
 
 from coderun.config import Settings
-from coderun.envs import dockerlib, services
+from coderun.envs import dockerlib, registry, services
 from coderun.envs.base_image import PYTHON_IN_IMAGE, BaseSpec, BaseStrategy, base_spec, build_base_image
 from coderun.envs.local import find_python, pin_requirements, pip_requirements, resolve_date
 from coderun.envs.logs import tail
@@ -90,6 +92,7 @@ class ProjectImage:
     baseline: Baseline
     environment: ProjectEnvironment  # the interpreter and every distribution installed in the image
     built: tuple[str, ...]  # the layers built by this call; empty for a cache hit
+    pulled_from: str | None = None  # the registry it was pulled from by this call
     workdir: str = PROJECT_DIR
     python_path: str = PYTHON_IN_IMAGE
     user: str = IMAGE_USER
@@ -144,12 +147,15 @@ def plan_image(manifest: Manifest, settings: Settings, client: docker.DockerClie
 def build_project_image(manifest: Manifest, settings: Settings, base: BaseStrategy | str | None = None,
                         *, force: bool = False, client: docker.DockerClient | None = None,
                         console: Console | None = None) -> ProjectImage:
-    """The project's image with its baseline; a cache hit when nothing that built it has changed."""
+    """The project's image with its baseline; a cache hit when nothing that built it has changed, else
+    pulled by its tag from `settings.registry` when that has it, else built."""
     client = client or dockerlib.docker_client()
     console = console or _console
     plan = plan_image(manifest, settings, client, BaseStrategy(base) if base else None)
     if not force and dockerlib.image_exists(client, plan.tag):
         return _image_record(plan, settings, client, built=())
+    if not force and settings.registry and _pulled(plan, settings.registry, client, console):
+        return replace(_image_record(plan, settings, client, built=()), pulled_from=settings.registry)
     built: list[str] = []
     base_image = build_base_image(manifest.python, settings, strategy=plan.base.strategy,
                                   apt=plan.base.apt, client=client, console=console)
@@ -170,6 +176,18 @@ def build_project_image(manifest: Manifest, settings: Settings, base: BaseStrate
     return _image_record(plan, settings, client, built=tuple(built))
 
 
+def _pulled(plan: ImagePlan, registry_name: str, client: docker.DockerClient, console: Console) -> bool:
+    """Pulled from the registry; a registry that fails is said and the image is built instead (a cache)."""
+    try:
+        found = registry.pull_image(client, plan.tag, registry_name, console)
+    except SandboxError as e:
+        console.print(f"[yellow]{escape(e.message)}: building {plan.tag} here instead[/]")
+        return False
+    if found:
+        console.print(f"[green]✓[/] {plan.tag} pulled from {registry_name}")
+    return found
+
+
 def find_project_image(manifest: Manifest, settings: Settings, base: BaseStrategy | str | None = None,
                        *, client: docker.DockerClient | None = None) -> ProjectImage | None:
     """The project's current image when it is already built, else None (builds nothing)."""
@@ -178,6 +196,32 @@ def find_project_image(manifest: Manifest, settings: Settings, base: BaseStrateg
     if not dockerlib.image_exists(client, plan.tag):
         return None
     return _image_record(plan, settings, client, built=())
+
+
+def push_project_image(manifest: Manifest, settings: Settings, registry_name: str, *,
+                       client: docker.DockerClient | None = None) -> tuple[ProjectImage, str]:
+    """Push the project's current image (built here) to a registry: (the image, its digest there)."""
+    client = client or dockerlib.docker_client()
+    image = find_project_image(manifest, settings, client=client)
+    if image is None:
+        raise EnvironmentBuildError(f"{manifest.name}: its current image is not built on this machine",
+                                    hint=f"coderun images build {manifest.name}, then push")
+    return image, registry.push_image(client, image.tag, registry_name)
+
+
+def pull_project_image(manifest: Manifest, settings: Settings, registry_name: str, *,
+                       client: docker.DockerClient | None = None) -> ProjectImage:
+    """The project's current image from a registry (a cache hit when it is here already); raises when the
+    registry does not have it."""
+    client = client or dockerlib.docker_client()
+    plan = plan_image(manifest, settings, client)
+    if dockerlib.image_exists(client, plan.tag):
+        return _image_record(plan, settings, client, built=())
+    if not registry.pull_image(client, plan.tag, registry_name):
+        raise EnvironmentBuildError(f"{manifest.name}: {registry_name} has no {plan.tag}",
+                                    hint=f"push it from a machine that built it: coderun images push "
+                                         f"{manifest.name} --registry {registry_name}")
+    return replace(_image_record(plan, settings, client, built=()), pulled_from=registry_name)
 
 
 def _log(settings: Settings, plan: ImagePlan, layer: str, key: str) -> Path:

@@ -261,7 +261,8 @@ def execute(store: RunStore, settings: Settings, *, jobs: int | None = None, clu
     projects = _projects(sorted({u.task.project for u in units}), config, settings, tasks)
     summary.problems += _record_environments(store, projects)
     with make_pool(config.executor, config.backend, {n: p.spec for n, p in projects.items()}, jobs,
-                   cluster=cluster, manifests={n: p.manifest for n, p in projects.items()}) as pool:
+                   cluster=cluster, manifests={n: p.manifest for n, p in projects.items()},
+                   registry=settings.registry) as pool:
         try:
             _run_units(units, store, pool, projects, getattr(pool, "slots", jobs), summary, progress)
         finally:

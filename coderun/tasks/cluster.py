@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from coderun.config import Settings
 from coderun.errors import CoderunError, EnvironmentBuildError, SandboxError
@@ -58,12 +58,14 @@ class NodeBuild:
 
 
 def build_on_node(manifest: Manifest, backend: str, include_weak: bool, jobs: int,
-                  driver_store: StoreAddress) -> NodeBuild:
-    """The Ray task: build one project with this node's settings and store; what it stored, to send back."""
+                  driver_store: StoreAddress, registry: str | None = None) -> NodeBuild:
+    """The Ray task: build one project with this node's settings and store (its image pulled from the
+    driver's registry when the node has none of its own); what it stored, to send back."""
     from coderun.config import load_settings
     from coderun.tasks.build import build_project, failed_outcomes
 
     settings = load_settings()
+    settings = replace(settings, registry=settings.registry or registry)
     here = StoreAddress.of(settings)
     out = NodeBuild(manifest.name, here.host, same_store=here == driver_store)
     try:
@@ -115,7 +117,7 @@ def build_on_cluster(manifests: list[Manifest], settings: Settings, backend: str
         attempts = dict.fromkeys(by_name, 1)
 
         def submit(m: Manifest):
-            return remote.remote(m, backend, include_weak, jobs, here)
+            return remote.remote(m, backend, include_weak, jobs, here, settings.registry)
 
         pending = {submit(m): m.name for m in manifests}
         while pending:

@@ -39,15 +39,17 @@ class Pool(Protocol):
 
 
 def make_pool(executor: Executor | str, backend: Backend | str, specs: dict[str, SandboxSpec], jobs: int, *,
-              cluster: str | None = None, manifests: dict[str, object] | None = None) -> Pool:
+              cluster: str | None = None, manifests: dict[str, object] | None = None,
+              registry: str | None = None) -> Pool:
     """The pool of `executor` (a name is checked here: a UsageError naming the choices); with `cluster`, the
-    workers executor on a Ray cluster (`manifests` let a node build a project's environment itself)."""
+    workers executor on a Ray cluster (`manifests` let a node build a project's environment itself, `registry`
+    pull its image)."""
     executor, backend = Executor.parse(executor), Backend.parse(backend)
     if cluster:
         if executor is not Executor.WORKERS:
             raise UsageError(f"--cluster runs the workers executor on every node, not {executor}",
                              hint="drop --executor, or run without --cluster")
-        return ClusterPool(backend, specs, jobs, cluster=cluster, manifests=manifests)
+        return ClusterPool(backend, specs, jobs, cluster=cluster, manifests=manifests, registry=registry)
     return _POOLS[executor](backend, specs, jobs)
 
 

@@ -8,6 +8,7 @@ is recorded once).
 
 An actor builds or finds the project's environment on its node by content hash (the same manifest gives the
 same environment and image tag everywhere); on one machine or a shared CODERUN_HOME, it is the driver's.
+With a registry (`--registry`, CODERUN_REGISTRY), a docker node pulls the driver's image by its tag first.
 When an actor is lost with its node, the unit it was running is re-run on another actor, visibly (`notes`),
 at most MAX_ATTEMPTS times; then the sample is recorded as infrastructure (`SandboxError`).
 
@@ -62,10 +63,11 @@ def require_ray():
 class ProjectWorker:
     """The actor: one project's worker on one node (made a Ray actor class by ClusterPool)."""
 
-    def __init__(self, backend: str, spec: SandboxSpec, manifest: object | None):
+    def __init__(self, backend: str, spec: SandboxSpec, manifest: object | None, registry: str | None = None):
         from coderun.runner.executors.workers import WorkerPool
 
-        spec = spec if _usable_here(spec, backend) else _spec_on_this_node(manifest, backend, spec)
+        if not _usable_here(spec, backend) and not (registry and _pulled(spec, backend, registry)):
+            spec = _spec_on_this_node(manifest, backend, spec, registry)
         self.pool = WorkerPool(backend, {spec.project: spec}, 1)
         self.node = os.uname().nodename
 
@@ -94,7 +96,20 @@ def _usable_here(spec: SandboxSpec, backend: str) -> bool:
     return bool(spec.python) and Path(spec.python).exists() and Path(spec.project_dir).is_dir()
 
 
-def _spec_on_this_node(manifest, backend: str, driver_spec: SandboxSpec) -> SandboxSpec:
+def _pulled(spec: SandboxSpec, backend: str, registry: str) -> bool:
+    """The driver's image pulled by its tag from the registry (no source or build needed on this node)."""
+    if backend != "docker":
+        return False
+    from coderun.envs import dockerlib
+    from coderun.envs.registry import pull_image
+
+    try:
+        return pull_image(dockerlib.docker_client(), spec.image, registry)
+    except SandboxError:  # the build that follows tries the registry again and says why it failed
+        return False
+
+
+def _spec_on_this_node(manifest, backend: str, driver_spec: SandboxSpec, registry: str | None) -> SandboxSpec:
     """Build or find the project's environment on this node by its content hash (the same manifest gives
     the same environment and image tag here as on the driver)."""
     from coderun.config import load_settings
@@ -102,7 +117,9 @@ def _spec_on_this_node(manifest, backend: str, driver_spec: SandboxSpec) -> Sand
 
     if manifest is None:
         raise SandboxError(f"{driver_spec.project}: its environment is not on this node and no manifest came")
-    return replace(project_sandbox_spec(manifest, load_settings(), backend), limits=driver_spec.limits)
+    settings = load_settings()
+    settings = replace(settings, registry=settings.registry or registry)
+    return replace(project_sandbox_spec(manifest, settings, backend), limits=driver_spec.limits)
 
 
 class ClusterPool:
@@ -111,8 +128,9 @@ class ClusterPool:
     name = "cluster"
 
     def __init__(self, backend: str, specs: dict[str, SandboxSpec], jobs: int, *, cluster: str,
-                 manifests: dict[str, object] | None = None):
+                 manifests: dict[str, object] | None = None, registry: str | None = None):
         self.backend, self.specs, self.manifests = str(backend), specs, manifests or {}
+        self.registry = registry
         self.init_args = parse_cluster(cluster)
         self.notes: list[str] = []
         self.slots = jobs
@@ -200,7 +218,8 @@ class ClusterPool:
             spec = replace(self.specs[project], slot=next(self._slots))
         memory = max(1, spec.limits.memory_mb) * 2**20 if spec.limits and spec.limits.memory_mb else None
         options = {"memory": memory} if memory else {}
-        return self._actor_class.options(**options).remote(self.backend, spec, self.manifests.get(project))
+        return self._actor_class.options(**options).remote(self.backend, spec, self.manifests.get(project),
+                                                           self.registry)
 
     def _capacity(self) -> int:
         """CPUs of the nodes alive now."""
