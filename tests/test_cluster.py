@@ -14,6 +14,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -112,6 +113,14 @@ def assert_complete_and_identical(run_dir: Path, reference: dict) -> None:
     assert not differ, f"{len(differ)} verdicts differ from the local workers executor: {list(differ.items())[:5]}"
 
 
+def assert_no_containers_left(client, since: int) -> None:
+    """No sandbox container made since `since` is left: those of the lost node's actors went with them (a
+    container's life is tied to its owner's connection, sandbox/docker.py), the others closed at the end."""
+    left = [c["Id"][:12] for c in client.api.containers(all=True, filters={"label": "org.coderun.managed=1"})
+            if c["Created"] >= since]
+    assert not left, f"{len(left)} sandbox containers outlived the run: {left}"
+
+
 @pytest.fixture(scope="module")
 def reference(samples, tmp_path_factory):
     """Verdicts of the local workers executor per backend, computed once."""
@@ -143,11 +152,16 @@ def test_two_nodes_give_the_workers_verdicts(backend, samples, reference, tmp_pa
     assert_complete_and_identical(tmp_path / "run", expected)
 
 
-def test_node_removed_mid_run_loses_and_duplicates_nothing(samples, reference, tmp_path):
+@pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
+def test_node_removed_mid_run_loses_and_duplicates_nothing(backend, samples, reference, tmp_path, request):
     """A worker node removed while units run on it: they are re-run elsewhere (said in the log), the run
-    completes, every sample has exactly one result and the verdicts are the local executor's."""
-    expected = reference("local")
-    report = through_ray(samples, "local", tmp_path, "--remove-after", "30")
+    completes, every sample has exactly one result and the verdicts are the local executor's. With docker,
+    the lost actors' containers do not outlive the run."""
+    if backend == "docker":
+        request.getfixturevalue("docker_engine")
+    expected = reference(backend)
+    started = int(time.time())
+    report = through_ray(samples, backend, tmp_path, "--remove-after", "30")
     (removed,) = [e for e in report["events"] if e["event"] == "node removed"]
     assert removed["committed_after"] < len(expected), "the node was removed after the run had finished"
     (ev,) = report["evals"]
@@ -155,6 +169,8 @@ def test_node_removed_mid_run_loses_and_duplicates_nothing(samples, reference, t
     assert "re-run" in ev["stderr_text"], "no re-run said in the log after the node was lost"
     assert_complete_and_identical(tmp_path / "run", expected)
     assert_not_run_again(tmp_path / "run", removed["finished"])
+    if backend == "docker":
+        assert_no_containers_left(request.getfixturevalue("docker_engine"), started)
 
 
 def test_driver_killed_then_resume_finishes_identically(samples, reference, tmp_path):
