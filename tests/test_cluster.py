@@ -173,11 +173,15 @@ def test_node_removed_mid_run_loses_and_duplicates_nothing(backend, samples, ref
         assert_no_containers_left(request.getfixturevalue("docker_engine"), started)
 
 
-def test_driver_killed_then_resume_finishes_identically(samples, reference, tmp_path):
+@pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
+def test_driver_killed_then_resume_finishes_identically(backend, samples, reference, tmp_path, request):
     """The driver killed (SIGKILL) mid-run: `coderun eval --resume RUN --cluster ADDRESS` finishes the run with
     the local executor's verdicts, no sample missing and none recorded twice."""
-    expected = reference("local")
-    report = through_ray(samples, "local", tmp_path, "--kill-after", "40")
+    if backend == "docker":
+        request.getfixturevalue("docker_engine")
+    expected = reference(backend)
+    started = int(time.time())
+    report = through_ray(samples, backend, tmp_path, "--kill-after", "40")
     (killed,) = [e for e in report["events"] if e["event"] == "driver killed"]
     assert killed["committed_after"] < len(expected), "the driver was killed after the run had finished"
     first, resume = report["evals"]
@@ -187,3 +191,5 @@ def test_driver_killed_then_resume_finishes_identically(samples, reference, tmp_
     assert f"{killed['committed_after']} of {len(expected)} samples already have a verdict" in said
     assert_complete_and_identical(tmp_path / "run", expected)
     assert_not_run_again(tmp_path / "run", killed["finished"])
+    if backend == "docker":
+        assert_no_containers_left(request.getfixturevalue("docker_engine"), started)
