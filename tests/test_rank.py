@@ -138,6 +138,12 @@ def test_rank_inputs_picks_a_right_sample_and_resumes_from_the_store(evaluated, 
     assert raised.status is ExecStatus.RAN and {o["outcome"] for o in raised.observations} == {"raise"}
     assert summary.overall.ranked1 == 1.0 and summary.overall.pass1 == pytest.approx(3 / 7)
     assert "| overall | 1 | 42.86 | 100.00 | +57.14" in (run / "rank" / "summary-inputs.md").read_text()
+    md = CliRunner().invoke(app, ["report", str(run), "--format", "md"])
+    assert "## Ranked pass@1 (--tests inputs)" in md.output and "| overall | 1 | 42.86 | 100.00 |" in md.output
+    page = CliRunner().invoke(app, ["report", str(run), "--format", "html", "-o", str(tmp / "r.html")])
+    assert page.exit_code == 0, page.output
+    html = (tmp / "r.html").read_text()
+    assert html.count('class="chip pass top"') == 1 and "top-ranked by coderun rank --tests inputs" in html
     again = CliRunner().invoke(app, ["rank", str(run)], env={"COLUMNS": "200"})
     assert again.exit_code == 0 and "executions: 0 run now, 6 from the run store" in again.output
     # The ranked samples file is a samples file: eval reads it, in rank order.
