@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import typer
@@ -9,9 +10,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from coderun.cli._common import console, err_console, settings
+from coderun.errors import UsageError
 from coderun.evaluation.store import resolve_run_dir
 from coderun.rank.output import caption, lift_rows
-from coderun.rank.pipeline import RankOutcome, RankRequest, rank
+from coderun.rank.pipeline import ModelSpec, RankOutcome, RankRequest, rank
 from coderun.rank.records import RankTests
 
 
@@ -22,10 +24,23 @@ def rank_command(
     output: Path | None = typer.Option(None, "-o", "--output", help="Also write the ranked samples here "
                                        "(coderun's samples format, with score and cluster)."),
     jobs: int = typer.Option(2, "-j", "--jobs", help="Samples run at once."),
+    base_url: str | None = typer.Option(None, "--base-url", help="--tests model|both: the OpenAI-compatible "
+                                        "server asked for tests, e.g. http://127.0.0.1:8000/v1 (vLLM)."),
+    model: str | None = typer.Option(None, "--model", help="--tests model|both: the model name as the server "
+                                     "knows it."),
+    api_key_env: str = typer.Option("OPENAI_API_KEY", "--api-key-env", help="Environment variable holding the "
+                                    "API key (unset is fine for local servers)."),
+    test_requests: int = typer.Option(1, "--test-requests", help="Answers asked of the model per task."),
 ) -> None:
     """Rank each task's samples by execution agreement (CodeT in project context); print ranked pass@1."""
     s = settings()
-    req = RankRequest(run_dir=resolve_run_dir(run, s), tests=tests, output=output, jobs=jobs)
+    spec = None
+    if base_url or model:
+        if not (base_url and model):
+            raise UsageError("--base-url and --model go together")
+        spec = ModelSpec(base_url=base_url, model=model, api_key=os.environ.get(api_key_env),
+                         requests=test_requests)
+    req = RankRequest(run_dir=resolve_run_dir(run, s), tests=tests, output=output, jobs=jobs, model=spec)
     bar = Progress(TextColumn("[bold]rank[/]"), BarColumn(), MofNCompleteColumn(),
                    TextColumn("{task.fields[note]}"), TimeElapsedColumn(), console=err_console)
     with bar:
@@ -41,5 +56,8 @@ def _print(out: RankOutcome) -> None:
     for r in rows:
         table.add_row(*r)
     console.print(table)
+    if out.summary.counts:
+        c = out.summary.counts
+        console.print("generated tests: " + ", ".join(f"{v} {k}" for k, v in c.items()), soft_wrap=True)
     console.print(f"executions: {out.executed} run now, {out.cached} from the run store", soft_wrap=True)
     console.print(f"ranking: {out.folder}", soft_wrap=True)

@@ -1,9 +1,10 @@
 """Running the distinct samples of a run for ranking, in the sandbox, through the run's executor.
 
 `--tests inputs`: each distinct (task, code) is spliced as `coderun eval` splices it and run by the reporter
-with a check-mode differential payload marked `"tests": "none"`: pytest collects the task's first test file
-with a node id that selects nothing (so the module is imported as the tests import it, and no test runs),
-then the differential step calls the target on every input and returns observations. The payload holds the
+with a check-mode differential payload marked `"tests": "none"`: pytest collects an empty test file written
+beside the task's first test file (so that directory's conftest files load as for the tests, no test
+module is imported and no test runs), then the differential step imports the target's module, calls the
+target on every input and returns observations. The payload holds the
 inputs only; what the original did on them stays on the host (and ranking never reads it).
 `--tests model`: the same run with the generated tests as the test file (see `model_run`).
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import posixpath
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -27,7 +29,8 @@ from coderun.envs.testrun import test_env
 from coderun.errors import SandboxError
 from coderun.evaluation.evaluate import _Project, _projects, _slug
 from coderun.evaluation.store import RunStore
-from coderun.rank.records import ExecStatus, Execution, RankTests
+from coderun.rank.generate import generated_file, generated_path
+from coderun.rank.records import ExecStatus, Execution, GeneratedTests, RankTests
 from coderun.records import Evidence, Task, TaskInputs
 from coderun.runner.evidence import SampleRun
 from coderun.runner.executors import Pool, make_pool
@@ -35,7 +38,9 @@ from coderun.runner.splice import splice
 from coderun.sandbox.project import run_limits
 from coderun.tasks.inputs import check_payload
 
-NOTHING = "coderun_rank_selects_nothing"   # a node id no test has: the test file is collected, nothing runs
+INPUTS_FILE = "test_coderun_rank_inputs.py"  # empty: collected, and nothing runs
+NOTHING = "coderun_rank_selects_nothing"   # a node id no test has
+GENERATED_TEST_TIMEOUT = 5.0               # seconds per generated test: one that hangs is stopped and counted
 
 
 @dataclass(frozen=True)
@@ -47,8 +52,8 @@ class Job:
     code: str
     tests: RankTests
     key: str                                   # names the set (see inputs_key / GeneratedTests.key)
-    inputs: TaskInputs | None = None
-    test_file: tuple[str, str] | None = None   # model: (path in the copy, the generated tests' source)
+    inputs: TaskInputs | None = None           # inputs: the task's
+    generated: GeneratedTests | None = None    # model: the tests the model wrote for the task
 
 
 def inputs_key(inputs: TaskInputs) -> str:
@@ -99,20 +104,24 @@ def sample_run(job: Job, project: _Project, new_source: str, log: Path) -> Sampl
     conf = task.runs()[0]
     per_test, total = run_limits([task.test_durations.get(n, 1.0) for n in conf.tests[:1]], manifest)
     env = {k: v for k, v in test_env(manifest, project.tree, conf.name).items() if k != "PYTHONPATH"}
-    payload, budget = None, 0.0
-    if job.inputs is not None:
-        i = job.inputs
-        payload = json.dumps({**json.loads(check_payload(i.target, i.inputs, i.limit, i.budget)), "tests": "none"})
-        budget = i.budget
-        nodeids = [f"{conf.tests[0].split('::', 1)[0]}::{NOTHING}"]
-    else:
-        raise ValueError("a job runs on inputs (model tests go through rank.model)")
-    return SampleRun(relfile=task.file, new_source=new_source, nodeids=nodeids, timeout=total + budget,
-                     per_test_timeout=per_test, env=env, pytest_args=tuple(manifest.tests.args), log_path=log,
-                     differential=payload)
+    common = {"relfile": task.file, "new_source": new_source, "env": env, "log_path": log,
+              "pytest_args": tuple(manifest.tests.args)}
+    if job.generated is not None:
+        path, tests = generated_path(task), job.generated.tests
+        return SampleRun(nodeids=[f"{path}::{t.name}" for t in tests], per_test_timeout=GENERATED_TEST_TIMEOUT,
+                         timeout=30 + GENERATED_TEST_TIMEOUT * len(tests), files=((path, generated_file(tests)),),
+                         **common)
+    i = job.inputs
+    payload = json.dumps({**json.loads(check_payload(i.target, i.inputs, i.limit, i.budget)), "tests": "none"})
+    empty = posixpath.join(posixpath.dirname(conf.tests[0].split("::", 1)[0]), INPUTS_FILE)
+    return SampleRun(nodeids=[f"{empty}::{NOTHING}"], timeout=total + i.budget, per_test_timeout=per_test,
+                     differential=payload, files=((empty, "# coderun rank: no test, the inputs only\n"),),
+                     **common)
 
 
 def _read(job: Job, evidence: Evidence, started: float) -> Execution:
+    if job.generated is not None:
+        return _read_tests(job, evidence, started)
     record = evidence.differential or {}
     observations = record.get("observations")
     if isinstance(observations, list) and len(observations) == len(job.inputs.inputs if job.inputs else []):
@@ -120,6 +129,18 @@ def _read(job: Job, evidence: Evidence, started: float) -> Execution:
     why = record.get("error") or record.get("skipped") or ("the process timed out" if evidence.timed_out else
                                                            f"no differential record (exit code {evidence.exit_code})")
     return _done(job, ExecStatus.NO_OBSERVATIONS, started, note=str(why))
+
+
+def _read_tests(job: Job, evidence: Evidence, started: float) -> Execution:
+    """Which generated tests passed; a run in which none ran at all (the module or the file did not import)
+    has no observations."""
+    if not evidence.outcomes:
+        tail = evidence.log_tail.strip().splitlines()[-1:] or [f"exit code {evidence.exit_code}"]
+        return _done(job, ExecStatus.NO_OBSERVATIONS, started, note=f"no generated test ran: {tail[0]}")
+    name = {o.nodeid: o.nodeid.rsplit("::", 1)[-1] for o in evidence.outcomes}
+    return _done(job, ExecStatus.RAN, started,
+                 passed=sorted(name[o.nodeid] for o in evidence.outcomes if o.outcome == "passed"),
+                 timed_out=sorted(name[o.nodeid] for o in evidence.outcomes if "Timeout" in o.message))
 
 
 def _done(job: Job, status: ExecStatus, started: float, **kw: object) -> Execution:

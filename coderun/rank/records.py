@@ -46,6 +46,7 @@ class Execution(Model):
     status: ExecStatus
     observations: list[dict] = Field(default_factory=list)   # inputs: one per input, in order
     passed: list[str] = Field(default_factory=list)          # model: the generated tests it passed
+    timed_out: list[str] = Field(default_factory=list)       # model: the generated tests that ran out of time
     note: str = ""
     duration: float = 0.0
 
@@ -67,6 +68,7 @@ class TaskRanking(Model):
     checks: int                  # inputs (or generated tests kept) the samples were run on
     method: str                  # how the score was made (said in reports), e.g. "behaviour on 12 inputs"
     samples: list[RankedSample]  # in rank order
+    counts: dict[str, int] = Field(default_factory=dict)   # model: generated tests by what became of them
 
     @property
     def top(self) -> RankedSample:
@@ -95,6 +97,7 @@ class RankSummary(Model):
     overall: Lift
     levels: dict[str, Lift]
     top_verdicts: dict[str, VerdictKind] = Field(default_factory=dict)   # task -> the top sample's verdict
+    counts: dict[str, int] = Field(default_factory=dict)   # model: generated tests by what became of them
 
 
 class GeneratedTest(Model):
