@@ -22,8 +22,8 @@ from pathlib import Path
 
 from coderun.config import load_settings
 from coderun.evaluation.store import DB_NAME, RunStore
-from coderun.rank.output import caption, lift_rows
 from coderun.rank.pipeline import RankRequest, rank
+from coderun.report.ranking import caption, lift_rows
 
 
 def eval_seconds(run: Path) -> tuple[float, int]:

@@ -11,11 +11,11 @@ from typer.testing import CliRunner
 
 from coderun.cli.main import app
 from coderun.config import load_settings
+from coderun.evaluation.ranking import ExecStatus, Execution, RankTests
 from coderun.evaluation.store import Result, RunStore
 from coderun.manifests.schema import load_manifest
 from coderun.rank.cluster import Member, rank_task
 from coderun.rank.metrics import summarize
-from coderun.rank.records import ExecStatus, Execution, RankTests
 from coderun.records import VerdictKind
 from coderun.tasks import build_tasks, load_tasks
 from tests.helpers import write_tree

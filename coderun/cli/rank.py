@@ -11,10 +11,10 @@ from rich.table import Table
 
 from coderun.cli._common import console, err_console, settings
 from coderun.errors import UsageError
+from coderun.evaluation.ranking import RankTests
 from coderun.evaluation.store import resolve_run_dir
-from coderun.rank.output import caption, lift_rows
 from coderun.rank.pipeline import ModelSpec, RankOutcome, RankRequest, rank
-from coderun.rank.records import RankTests
+from coderun.report.ranking import caption, lift_rows
 
 
 def rank_command(

@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 from coderun.choices import Backend, Executor
 from coderun.config import Settings
 from coderun.errors import StoreError
-from coderun.rank.records import Execution, GeneratedTests, RankSummary, RankTests, TaskRanking
+from coderun.evaluation.ranking import Execution, GeneratedTests, RankSummary, RankTests, TaskRanking
 from coderun.records import (
     ContextSet,
     Evidence,

@@ -28,9 +28,9 @@ from coderun.config import Settings
 from coderun.envs.testrun import test_env
 from coderun.errors import SandboxError
 from coderun.evaluation.evaluate import _Project, _projects, _slug
+from coderun.evaluation.ranking import ExecStatus, Execution, GeneratedTests, RankTests
 from coderun.evaluation.store import RunStore
 from coderun.rank.generate import generated_file, generated_path
-from coderun.rank.records import ExecStatus, Execution, GeneratedTests, RankTests
 from coderun.records import Evidence, Task, TaskInputs
 from coderun.runner.evidence import SampleRun
 from coderun.runner.executors import Pool, make_pool

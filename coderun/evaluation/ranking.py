@@ -1,4 +1,6 @@
-"""The records of ranking: executions (cached in the run store), rankings per task, the lift figures."""
+"""The records of `coderun rank` (coderun/rank) kept in the run store: executions, generated tests, rankings per
+task, the lift figures. Here, beside the store, so that the store and reports read them without importing
+the later stage that makes them."""
 
 from __future__ import annotations
 
