@@ -17,10 +17,12 @@ import sqlite3
 import sys
 import tempfile
 import time
+from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
 from coderun.config import load_settings
+from coderun.evaluation.ranking import RankTests
 from coderun.evaluation.store import DB_NAME, RunStore
 from coderun.rank.pipeline import RankRequest, rank
 from coderun.report.ranking import caption, lift_rows
@@ -62,7 +64,9 @@ def main() -> None:
         rank_wall = time.monotonic() - started
         with RunStore.open(copy) as store:
             samples = store.counts()["samples"]
-    print(f"run: {args.run} ({samples} samples; {out.executed} distinct codes run on inputs)")
+            statuses = Counter(e.status.value for e in store.rank_executions(RankTests.INPUTS).values())
+    print(f"run: {args.run} ({samples} samples; {out.executed} distinct codes of tasks with inputs: "
+          + ", ".join(f"{n} {s}" for s, n in statuses.most_common()) + ")")
     print(f"evaluation: {eval_wall:.0f} s at -j {eval_jobs}")
     print(f"ranking:    {rank_wall:.0f} s at -j {args.jobs}  ({rank_wall / eval_wall:.2f} of the evaluation)")
     header, rows = lift_rows(out.summary)
