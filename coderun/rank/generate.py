@@ -58,7 +58,7 @@ def module_name(task: Task, import_root: str) -> str:
 def messages(task: Task, root: Path, import_root: str) -> tuple[tuple[str, str], ...]:
     templates = Templates(*(Template(t) for t in (DEFAULT_COMPLETION, SYSTEM, USER)))
     record = build_prompt(task, ProjectSource(root), PromptSpec(context="oracle", templates=templates),
-                          task.docstring or "")
+                          task.docstring or task.human_docstring or "")
     holder = task.class_name or task.name
     user = (record.messages[-1].content + f"\nImport it as `from {module_name(task, import_root)} import "
             f"{holder}`" + (f" (it is a method of {holder})." if task.class_name else "."))
