@@ -7,6 +7,8 @@ import json
 import shutil
 
 import pytest
+from sandbox_fixtures import LIMITS, test_image, tiny_project, tiny_venv  # noqa: F401
+from sandbox_fixtures import sandbox as sandbox  # noqa: F401  (the parametrized fixture)
 from typer.testing import CliRunner
 
 from coderun.cli.main import app
@@ -17,6 +19,7 @@ from coderun.manifests.schema import load_manifest
 from coderun.rank.cluster import Member, rank_task
 from coderun.rank.metrics import summarize
 from coderun.records import VerdictKind
+from coderun.runner.execute import run_sample
 from coderun.tasks import build_tasks, load_tasks
 from tests.helpers import write_tree
 
@@ -66,6 +69,17 @@ def test_the_lift_is_paired_over_tasks_with_a_seeded_interval():
     assert s.overall.tasks == 2 and s.overall.ranked1 == 1.0 and s.overall.pass1 == pytest.approx(2 / 3)
     assert s.overall.lift == pytest.approx(1 / 3) and s.overall.lo == s.overall.hi == pytest.approx(1 / 3)
     assert s.overall.pass10 is None and s.levels["self_contained"].tasks == 2
+
+
+def test_files_given_beside_the_sample_are_in_its_copy_only(sandbox):
+    """Generated tests (--tests model) go into one sample's copy; the next sample's copy is pristine."""
+    generated = ("tests/test_generated.py", "from pkg.mod import add\n\n\ndef test_g():\n    assert add(2, 2) == 4\n")
+    args = dict(relfile="pkg/mod.py", new_source="def add(a, b):\n    return a + b\n",
+                nodeids=["tests/test_generated.py::test_g"], timeout=60, per_test_timeout=3, env={})
+    ev = run_sample(sandbox, **args, files=(generated,))
+    assert [(o.nodeid, o.outcome) for o in ev.outcomes] == [("tests/test_generated.py::test_g", "passed")], ev
+    again = run_sample(sandbox, **args)
+    assert not any(o.outcome == "passed" for o in again.outcomes)
 
 
 # -- end to end ---------------------------------------------------------------------------------
