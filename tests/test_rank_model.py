@@ -83,6 +83,9 @@ def test_rank_model_and_both_against_a_fake_server(evaluated, monkeypatch):  # n
     assert ("generated tests: 6 generated, 3 kept, 1 does not parse, 1 reads a source file (the original's), "
             "1 parametrized (its ids are unknown before collection), 1 timed out, 2 fail on every sample"
             ) in " ".join(out.output.split())
+    md = CliRunner().invoke(app, ["report", str(run), "--format", "md"]).output
+    assert "## Ranked pass@1 (--tests model)" in md and "## Ranked pass@1 (--tests both)" in md
+    assert "generated tests: 6 generated, 3 kept" in md
     with RunStore.open(run) as store:
         rankings = {tests: rs for tests, (_s, rs) in store.rankings().items()}
         model_execs = store.rank_executions(RankTests.MODEL)

@@ -14,7 +14,7 @@ from coderun.errors import UsageError
 from coderun.evaluation.ranking import RankTests
 from coderun.evaluation.store import resolve_run_dir
 from coderun.rank.pipeline import ModelSpec, RankOutcome, RankRequest, rank
-from coderun.report.ranking import caption, lift_rows
+from coderun.report.ranking import caption, counts_line, lift_rows
 
 
 def rank_command(
@@ -57,7 +57,6 @@ def _print(out: RankOutcome) -> None:
         table.add_row(*r)
     console.print(table)
     if out.summary.counts:
-        c = out.summary.counts
-        console.print("generated tests: " + ", ".join(f"{v} {k}" for k, v in c.items()), soft_wrap=True)
+        console.print(counts_line(out.summary), soft_wrap=True)
     console.print(f"executions: {out.executed} run now, {out.cached} from the run store", soft_wrap=True)
     console.print(f"ranking: {out.folder}", soft_wrap=True)

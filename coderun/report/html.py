@@ -25,7 +25,7 @@ from coderun.records import Package, VerdictKind  # noqa: E402
 from coderun.report.aggregate import Comparison, RunReport, TaskRow, report_files  # noqa: E402
 from coderun.report.metrics import CONTEXT_KINDS  # noqa: E402
 from coderun.report.ranking import caption as rank_caption  # noqa: E402
-from coderun.report.ranking import lift_rows  # noqa: E402
+from coderun.report.ranking import counts_line, lift_rows  # noqa: E402
 from coderun.report.render import FAILURE_ORDER, group_rows, pct, reach_text, task_notes  # noqa: E402
 
 PALETTE = {"pass": "#2e7d32", "syntax": "#8e24aa", "runtime": "#e65100", "functional": "#c62828",
@@ -108,7 +108,7 @@ def _ranking_tables(r: RunReport) -> list[str]:
         out.append(f"<h3>ranked pass@1 (%), --tests {_e(summary.tests.value)}</h3><table><tr>"
                    + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr>"
                    + "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows)
-                   + f'</table><p class="note">{_e(rank_caption(summary))}</p>')
+                   + f'</table><p class="note">{_e(rank_caption(summary))} {_e(counts_line(summary))}</p>')
     return out
 
 

@@ -24,7 +24,13 @@ def caption(summary: RankSummary) -> str:
             "pass@10 over the tasks with at least 10 samples")
 
 
+def counts_line(summary: RankSummary) -> str:
+    """What became of the tests the model wrote (empty without model tests)."""
+    return ("generated tests: " + ", ".join(f"{v} {k}" for k, v in summary.counts.items())) if summary.counts else ""
+
+
 def markdown(summary: RankSummary) -> str:
     header, rows = lift_rows(summary)
     lines = [f"| {' | '.join(header)} |", "|" + "---|" * len(header)] + [f"| {' | '.join(r)} |" for r in rows]
-    return "\n".join([f"## Ranked pass@1 (--tests {summary.tests.value})", "", *lines, "", caption(summary), ""])
+    notes = [caption(summary)] + [counts_line(summary)] * bool(summary.counts)
+    return "\n".join([f"## Ranked pass@1 (--tests {summary.tests.value})", "", *lines, "", "\n\n".join(notes), ""])
