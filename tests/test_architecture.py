@@ -16,7 +16,7 @@ MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 60
 # The order data flows in: a module may import its own stage and earlier ones, never a later one.
 STAGES = ("shared", "harness", "manifests", "envs", "sandbox", "analyzers", "runner", "rigor", "tasks", "prompts",
-          "generate", "evaluation", "report", "importers", "studies", "cli")
+          "generate", "evaluation", "report", "rank", "importers", "studies", "cli")
 # Modules at the package's top level: the shared ones anyone may import, and the entry point.
 TOP_LEVEL = {"__init__": "shared", "errors": "shared", "config": "shared", "records": "shared", "choices": "shared",
              "__main__": "cli"}

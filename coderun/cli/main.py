@@ -14,6 +14,7 @@ from coderun.cli.eval import eval_command
 from coderun.cli.generate import generate
 from coderun.cli.importer import app as import_app
 from coderun.cli.prompts import prompts
+from coderun.cli.rank import rank_command
 from coderun.cli.report import report
 from coderun.cli.tasks import app as tasks_app
 
@@ -44,6 +45,7 @@ app.command("prompts")(prompts)
 app.command("report")(report)
 app.command("analyze")(analyze.analyze)
 app.command("ablate")(ablate)
+app.command("rank")(rank_command)
 app.add_typer(import_app, name="import")
 
 

@@ -6,6 +6,7 @@ the report).
     <run dir>/spliced/         each sample's spliced file
     <run dir>/logs/            each sample's test log
     <run dir>/report.json, report.md   written when the run ends
+    <run dir>/rank/            what `coderun rank` wrote (its executions and rankings are tables of the store)
 
 Crash safety: WAL journal, one transaction per finished sample (`record_result` commits before it
 returns), so a SIGKILL loses at most the samples still running. `pending()` lists the samples without a
@@ -32,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 from coderun.choices import Backend, Executor
 from coderun.config import Settings
 from coderun.errors import StoreError
+from coderun.evaluation.ranking import Execution, GeneratedTests, RankSummary, RankTests, TaskRanking
 from coderun.records import (
     ContextSet,
     Evidence,
@@ -60,6 +62,18 @@ CREATE TABLE IF NOT EXISTS results (
     evidence TEXT, spliced_path TEXT, log_path TEXT, duration REAL NOT NULL DEFAULT 0,
     finished_at TEXT NOT NULL, rigor TEXT, PRIMARY KEY (task_id, idx),
     FOREIGN KEY (task_id, idx) REFERENCES samples(task_id, idx));
+"""
+
+
+# coderun rank's tables, made by the first ranking (a run never ranked has none; readers then find nothing).
+_RANK_SCHEMA = """
+CREATE TABLE IF NOT EXISTS rank_executions (
+    task_id TEXT NOT NULL, hash TEXT NOT NULL, tests TEXT NOT NULL, key TEXT NOT NULL, record TEXT NOT NULL,
+    PRIMARY KEY (task_id, hash, tests, key));
+CREATE TABLE IF NOT EXISTS rank_tests (task_id TEXT PRIMARY KEY, record TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS rankings (
+    tests TEXT NOT NULL, task_id TEXT NOT NULL, record TEXT NOT NULL, PRIMARY KEY (tests, task_id));
+CREATE TABLE IF NOT EXISTS rank_summaries (tests TEXT PRIMARY KEY, record TEXT NOT NULL, at TEXT NOT NULL);
 """
 
 
@@ -303,6 +317,61 @@ class RunStore:
             c.executemany("INSERT OR REPLACE INTO results (task_id, idx, verdict, failure, reason, evidence, "
                           "spliced_path, log_path, duration, finished_at, rigor) "
                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+    # -- ranking (coderun rank) ---------------------------------------------------------------------------
+    def record_rank_execution(self, e: Execution) -> None:
+        """Committed before returning, so ranking resumes where it stopped."""
+        with self._tx() as c:
+            c.executescript(_RANK_SCHEMA)
+            c.execute("INSERT OR REPLACE INTO rank_executions VALUES (?, ?, ?, ?, ?)",
+                      (e.task_id, e.hash, e.tests.value, e.key, e.model_dump_json()))
+
+    def rank_executions(self, tests: RankTests) -> dict[tuple[str, str, str], Execution]:
+        """(task, hash, key) -> the stored execution, for one kind of tests."""
+        if not self._has("rank_executions"):
+            return {}
+        rows = self._conn.execute("SELECT record FROM rank_executions WHERE tests = ?", (tests.value,))
+        out = {}
+        for (text,) in rows:
+            e = _load(Execution, text, self.path)
+            out[e.task_id, e.hash, e.key] = e
+        return out
+
+    def set_generated_tests(self, tests: GeneratedTests) -> None:
+        with self._tx() as c:
+            c.executescript(_RANK_SCHEMA)
+            c.execute("INSERT OR REPLACE INTO rank_tests VALUES (?, ?)", (tests.task_id, tests.model_dump_json()))
+
+    def generated_tests(self) -> dict[str, GeneratedTests]:
+        if not self._has("rank_tests"):
+            return {}
+        rows = self._conn.execute("SELECT record FROM rank_tests").fetchall()
+        return {g.task_id: g for g in (_load(GeneratedTests, r[0], self.path) for r in rows)}
+
+    def set_ranking(self, rankings: Iterable[TaskRanking], summary: RankSummary) -> None:
+        """One ranking per kind of tests: a new one replaces the previous."""
+        rows = [(t.tests.value, t.task_id, t.model_dump_json()) for t in rankings]
+        with self._tx() as c:
+            c.executescript(_RANK_SCHEMA)
+            c.execute("DELETE FROM rankings WHERE tests = ?", (summary.tests.value,))
+            c.executemany("INSERT INTO rankings VALUES (?, ?, ?)", rows)
+            c.execute("INSERT OR REPLACE INTO rank_summaries VALUES (?, ?, ?)",
+                      (summary.tests.value, summary.model_dump_json(), _now()))
+
+    def rankings(self) -> dict[RankTests, tuple[RankSummary, list[TaskRanking]]]:
+        """Every ranking of the run, by kind of tests (empty when the run was never ranked)."""
+        if not self._has("rank_summaries"):
+            return {}
+        out = {}
+        for tests, text in self._conn.execute("SELECT tests, record FROM rank_summaries ORDER BY tests").fetchall():
+            rows = self._conn.execute("SELECT record FROM rankings WHERE tests = ? ORDER BY task_id", (tests,))
+            out[RankTests(tests)] = (_load(RankSummary, text, self.path),
+                                     [_load(TaskRanking, r[0], self.path) for r in rows])
+        return out
+
+    def _has(self, table: str) -> bool:
+        return self._conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
+                                  (table,)).fetchone() is not None
 
     def _rel(self, p: str | None) -> str | None:
         if p is None:

@@ -38,12 +38,14 @@ def decode(line: bytes | str) -> dict:
 
 def run_request(token: str, relfile: str, source: str, nodeids: list[str], timeout: float,
                 per_test_timeout: float, env: dict[str, str], args: list[str], output_limit: int,
-                template: bool) -> dict:
-    """Run `nodeids` with `relfile` replaced by `source`; `token` names the request and its records.
-    `template`: configure pytest once for the requests alike (False for a one-off run)."""
+                template: bool, files: dict[str, str] | None = None) -> dict:
+    """Run `nodeids` with `relfile` replaced by `source` (and `files`, path -> text, written beside it);
+    `token` names the request and its records. `template`: configure pytest once for the requests alike
+    (False for a one-off run)."""
     return {"kind": RUN, "id": token, "token": token, "relfile": relfile, "source": source,
             "nodeids": list(nodeids), "timeout": timeout, "per_test_timeout": per_test_timeout,
-            "env": env, "args": args, "output_limit": output_limit, "template": template}
+            "env": env, "args": args, "output_limit": output_limit, "template": template,
+            "files": dict(files or {})}
 
 
 # -- worker -> host -----------------------------------------------------------------------------------

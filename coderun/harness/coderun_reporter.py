@@ -14,7 +14,7 @@ Records: `start`, `collected` (node ids and collection errors), `begin` / `test`
 an installed package, i.e. a test dependency such as flexmock), `finish`.
 `--coderun-keep NODEID` (repeatable) selects the tests to run after collection.
 With a payload, the session's end first runs the differential step (coderun_differential) when every test
-that ran passed, and writes its result as a `differential` record (else `{"skipped": "tests failed"}`);
+that ran passed (or, for a payload saying `"tests": "none"`, when nothing failed: no test is wanted), and writes its result as a `differential` record (else `{"skipped": "tests failed"}`);
 the integrity check that follows covers what the calls did.
 
 What this guarantees, honestly: the generated code runs in this same process, so code written to attack
@@ -368,12 +368,14 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 def _differential(session) -> None:
-    """The differential step, after the tests and before the session's last integrity check."""
+    """The differential step, after the tests and before the session's last integrity check. A payload
+    with `"tests": "none"` (coderun rank: a sample run on inputs only, its tests selecting nothing) asks for
+    the step without any test having passed; a collection error (the module does not import) still skips it."""
     text, unreadable = _DIFF
     if session.testsfailed or _ran.get("failed") or _ran.get("error"):
         _emit("differential", skipped="tests failed")
         return
-    if not _ran.get("passed"):
+    if not _ran.get("passed") and not _no_tests_wanted(text):
         _emit("differential", skipped="no test ran")
         return
     try:
@@ -383,6 +385,14 @@ def _differential(session) -> None:
     except Exception as e:  # a malformed payload, or a bug of the step: said in the record, tests unaffected
         result = {"error": f"the differential step raised {type(e).__name__}: {e}"}
     _emit("differential", **result)
+
+
+def _no_tests_wanted(text: str) -> bool:
+    try:
+        payload = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(payload, dict) and payload.get("tests") == "none"
 
 
 def _module_of(plugin) -> str:

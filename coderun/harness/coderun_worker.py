@@ -125,6 +125,8 @@ class SampleServer:
         base, project = self.folders.sample()
         try:
             self.folders.write_sample(project, req["relfile"], req["source"])
+            for rel, text in (req.get("files") or {}).items():  # generated tests (coderun rank)
+                self.folders.write_sample(project, rel, text)
             req["cgroup"] = new_cgroup(self, req["token"])
             t1 = time.monotonic()
             answer = fork_and_wait(self, req, base, project)

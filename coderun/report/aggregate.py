@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from coderun.evaluation.ranking import RankSummary
 from coderun.evaluation.store import Result, RunInfo, RunStore, RunTask
 from coderun.records import Level, RunEnvironment, VerdictKind
 from coderun.report.flags import sample_flags
@@ -109,6 +110,7 @@ class TaskRow(Model):
     supplementary: bool = False  # its tests include ones written for the benchmark (tests.supplementary)
     pass_stub_passes: bool = False  # its tests pass with the body replaced by `pass` (weak on return values)
     network_tests: list[str] = Field(default_factory=list)  # its tests that tried to reach the network
+    top_ranked: dict[str, int] = Field(default_factory=dict)  # `coderun rank --tests T`: T -> its pick's index
 
 
 class RunReport(Model):
@@ -126,6 +128,7 @@ class RunReport(Model):
     non_standalone: GroupStats
     tasks: list[TaskRow]
     environment: RunEnvironment | None = None    # None: not recorded (imported, or an older run)
+    ranking: list[RankSummary] = Field(default_factory=list)   # `coderun rank`: ranked pass@1, per kind of tests
 
 
 def build_report(store: RunStore, ks: Sequence[int], under_k: UnderK = UnderK.EXCLUDE) -> RunReport:
@@ -156,6 +159,10 @@ def build_report(store: RunStore, ks: Sequence[int], under_k: UnderK = UnderK.EX
     level_names = [lv.value for lv in Level if lv.value in groups]
     flags = _flags(store, tasks)
     rows = [_task_row(tasks[t], by_task[t], ks, under_k, info.run_id, flags) for t in groups["overall"]]
+    ranked = store.rankings()
+    for row in rows:
+        row.top_ranked = {tests.value: r.top.index for tests, (_s, rs) in ranked.items()
+                          for r in rs if r.task_id == row.task_id}
     with_context = sum(1 for t in groups["overall"] if tasks[t].oracle_context is not None)
     acc_note = None if with_context else ("Acc@k unavailable: the run has no oracle context for its tasks"
                                           + (" (imported without --dataset)" if info.kind.value == "imported" else ""))
@@ -163,7 +170,7 @@ def build_report(store: RunStore, ks: Sequence[int], under_k: UnderK = UnderK.EX
                      source=info.source, ks=list(ks), under_k=under_k, acc_note=acc_note,
                      overall=stats(groups["overall"]), levels={lv: stats(groups[lv]) for lv in level_names},
                      standalone=stats(groups["standalone"]), non_standalone=stats(groups["non_standalone"]),
-                     tasks=rows, environment=store.environment())
+                     tasks=rows, environment=store.environment(), ranking=[s for s, _r in ranked.values()])
 
 
 def _counts(results: list[Result]) -> tuple[int, int, int]:

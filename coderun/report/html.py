@@ -24,6 +24,8 @@ from coderun.envs.versions import ENVIRONMENT_FILE  # noqa: E402
 from coderun.records import Package, VerdictKind  # noqa: E402
 from coderun.report.aggregate import Comparison, RunReport, TaskRow, report_files  # noqa: E402
 from coderun.report.metrics import CONTEXT_KINDS  # noqa: E402
+from coderun.report.ranking import caption as rank_caption  # noqa: E402
+from coderun.report.ranking import counts_line, lift_rows  # noqa: E402
 from coderun.report.render import FAILURE_ORDER, group_rows, pct, reach_text, task_notes  # noqa: E402
 
 PALETTE = {"pass": "#2e7d32", "syntax": "#8e24aa", "runtime": "#e65100", "functional": "#c62828",
@@ -40,7 +42,7 @@ th{background:#f0f0f0} td.num{text-align:right;font-variant-numeric:tabular-nums
 .charts{display:flex;flex-wrap:wrap;gap:12px} .chart{flex:0 1 580px;max-width:760px} .chart svg{width:100%;height:auto}
 .chip{display:inline-block;min-width:16px;padding:0 4px;margin:1px;border-radius:3px;color:#fff;font-size:.8em;
 text-align:center;text-decoration:none} .chip.pass{background:#2e7d32} .chip.fail{background:#c62828}
-.chip.infra{background:#1565c0} .chip.reach{outline:2px dashed #ef6c00;outline-offset:1px} details pre{background:#111;color:#eee;padding:8px;overflow:auto;max-height:320px;font-size:.8em}
+.chip.infra{background:#1565c0} .chip.top{box-shadow:0 0 0 2px #222;font-weight:bold} .chip.reach{outline:2px dashed #ef6c00;outline-offset:1px} details pre{background:#111;color:#eee;padding:8px;overflow:auto;max-height:320px;font-size:.8em}
 .pos{color:#2e7d32} .neg{color:#c62828}
 """
 
@@ -95,7 +97,19 @@ def _run_section(r: RunReport, several: bool) -> list[str]:
         notes.append('<p class="note">Left out of pass@k for having fewer than k graded samples: '
                      + ", ".join(f"{v} tasks at k={k}" for k, v in excluded.items()) + "</p>")
     notes += [f'<p class="note">{_e(line)}</p>' for line in task_notes(r)]
-    return [head, meta, _summary_table(r), *notes, f'<div class="charts">{"".join(charts)}</div>']
+    return [head, meta, _summary_table(r), *_ranking_tables(r), *notes, f'<div class="charts">{"".join(charts)}</div>']
+
+
+def _ranking_tables(r: RunReport) -> list[str]:
+    """`coderun rank`'s ranked pass@1 beside pass@1 and pass@10, one table per kind of tests ranked on."""
+    out = []
+    for summary in r.ranking:
+        header, rows = lift_rows(summary)
+        out.append(f"<h3>ranked pass@1 (%), --tests {_e(summary.tests.value)}</h3><table><tr>"
+                   + "".join(f"<th>{_e(h)}</th>" for h in header) + "</tr>"
+                   + "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows)
+                   + f'</table><p class="note">{_e(rank_caption(summary))} {_e(counts_line(summary))}</p>')
+    return out
 
 
 def _summary_table(r: RunReport) -> str:
@@ -230,7 +244,8 @@ def _task_table(r: RunReport, base: Path) -> list[str]:
     head = "".join(f"<th>pass@{k}</th>" for k in ks)
     return [f"<h2>Tasks of {_e(r.label)}</h2>",
             '<p class="meta">chips: one per sample (green pass, red fail, blue infrastructure; a dashed orange '
-            "outline: its code reaches for the grader, information only); hover for the "
+            "outline: its code reaches for the grader, information only; a dark ring and bold: the sample `coderun "
+            "rank` put first); hover for the "
             "failure class and reason, click to open the spliced file; the log excerpt is the last lines of the "
             "first failing sample's test log</p>",
             f"<table><tr><th>task</th><th>level</th><th>n</th><th>c</th>{head}<th>samples</th><th>log</th></tr>"
@@ -246,7 +261,10 @@ def _task_row(r: RunReport, t: TaskRow, ks: list[str], base: Path) -> str:
         reach = f"\nreaches for the grader: {reach_text(s)}" if s.grader_reach else ""
         title = _e(f"#{s.sample} {label}: {s.reason}{reach}")
         href = f' href="{_e(_link(spliced, base))}"' if spliced and spliced.exists() else ""
-        kind = s.verdict.value + (" reach" if s.grader_reach else "")
+        top = [tests for tests, index in t.top_ranked.items() if index == s.sample]
+        kind = s.verdict.value + (" reach" if s.grader_reach else "") + (" top" if top else "")
+        if top:
+            title += _e(f"\ntop-ranked by coderun rank --tests {', '.join(top)}")
         chips.append(f'<a class="chip {kind}" title="{title}"{href}>{s.sample}</a>')
         if not excerpt and s.verdict is VerdictKind.FAIL and log and log.is_file():
             lines = log.read_text(encoding="utf-8", errors="replace").splitlines()[-LOG_LINES:]

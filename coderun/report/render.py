@@ -13,6 +13,9 @@ from coderun.envs.versions import ENVIRONMENT_FILE
 from coderun.records import RunEnvironment
 from coderun.report.aggregate import Comparison, GroupStats, RunReport, SampleRow, sample_rows
 from coderun.report.metrics import CONTEXT_KINDS
+from coderun.report.ranking import caption as rank_caption
+from coderun.report.ranking import lift_rows
+from coderun.report.ranking import markdown as rank_markdown
 from coderun.report.terminal import EMPTY, Fit, drop_columns, empty_columns, make_table
 from coderun.runner.taxonomy import Primary
 
@@ -90,6 +93,7 @@ def _md_run(r: RunReport) -> list[str]:
     if plus:
         out += ["## pass+ (the project's tests, and agreeing with the original on the differential inputs)", "",
                 *_md_table(*plus), plus_counts(r), "", PLUS_NOTE, ""]
+    out += [line for summary in r.ranking for line in rank_markdown(summary).splitlines()] + [""] * bool(r.ranking)
     out += ["## Acc@k", ""]
     if r.overall.acc_at_k is None:
         out += [r.acc_note or "Acc@k unavailable.", ""]
@@ -308,6 +312,9 @@ def _rich_run(r: RunReport, wide: bool) -> list[Any]:
         head, rows = plus if wide else drop_columns(*plus, empty_columns(plus[1], 1))
         extra = [Text(""), make_table(head, rows, title=f"{r.label} — pass@k and pass+@k (%)", styles=styles),
                  Text(plus_counts(r)), Text(PLUS_NOTE, style="dim")]
+    for summary in r.ranking:
+        extra += [Text(""), make_table(*lift_rows(summary), title=f"{r.label} — ranked pass@1 (%)"),
+                  Text(rank_caption(summary), style="dim")]
     return [scores, *extra, Text(""), f, *([Text(""), *notes] if notes else []), Text("")]
 
 

@@ -71,6 +71,8 @@ class SampleRun:
     template: bool = True             # workers: configure pytest once for runs alike (pays off from the 2nd)
     differential: str | None = None   # the differential step's payload (JSON: target, inputs), run after
                                       # the tests when they all pass (harness/coderun_differential)
+    files: tuple[tuple[str, str], ...] = ()  # other files written into the copy (path, text): the tests
+                                             # `coderun rank --tests model` generated
 
 
 def sample_command(python: str, run: SampleRun) -> list[str]:

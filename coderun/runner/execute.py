@@ -33,11 +33,14 @@ _HASH_SCRIPT = (HARNESS_DIR / "coderun_hashes.py").read_text(encoding="utf-8")
 
 def run_sample(sandbox: Sandbox, *, relfile: str, new_source: str, nodeids: list[str], timeout: float,
                per_test_timeout: float, env: dict[str, str], pytest_args: list[str] | tuple[str, ...] = (),
-               log_path: str | Path | None = None, differential: str | None = None) -> Evidence:
-    """Run `nodeids` against the project with `relfile` replaced by `new_source`; never raises for
-    anything the sample does. A broken sandbox is returned as Evidence with `infra_error` set."""
+               log_path: str | Path | None = None, differential: str | None = None,
+               files: tuple[tuple[str, str], ...] = ()) -> Evidence:
+    """Run `nodeids` against the project with `relfile` replaced by `new_source` (and `files` written
+    beside it); never raises for anything the sample does. A broken sandbox is returned as Evidence with
+    `infra_error` set."""
     run = SampleRun(relfile, new_source, list(nodeids), timeout, per_test_timeout, dict(env),
-                    tuple(pytest_args), Path(log_path) if log_path else None, differential=differential)
+                    tuple(pytest_args), Path(log_path) if log_path else None, differential=differential,
+                    files=tuple(files))
     try:
         return _run(sandbox, run)
     except SandboxError as e:
@@ -53,6 +56,8 @@ def _run(sandbox: Sandbox, run: SampleRun) -> Evidence:
     try:
         pristine = _pristine_hashes(sandbox, work)
         sandbox.write_file(posixpath.join(work, run.relfile), run.new_source.encode("utf-8"))
+        for rel, text in run.files:
+            sandbox.write_file(posixpath.join(work, rel), text.encode("utf-8"))
         token = uuid.uuid4().hex
         report = posixpath.join(posixpath.dirname(work), f"report-{token}.jsonl")
         result = sandbox.exec(evidence.sample_command(sandbox.python, run), cwd=work, timeout=run.timeout,

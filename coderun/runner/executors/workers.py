@@ -173,7 +173,7 @@ class Worker:
             env={**self.sandbox.with_services({k: v for k, v in run.env.items() if k != "PYTHONPATH"}),
                  **differential_env(self.sandbox, run)},
             args=sample_command(self.sandbox.python, run)[3:], output_limit=self.spec.limits.output_limit,
-            template=run.template)
+            template=run.template, files=dict(run.files))
         self.channel.send(req)
         msg = self.channel.receive(time.monotonic() + run.timeout + _GRACE)
         answer = protocol.parse_result(msg, token)
