@@ -221,7 +221,9 @@ def _blank_code(task: Task) -> str:
 
 
 @dataclass(frozen=True)
-class _Project:
+class RunProject:
+    """A project as a run executes it: its manifest, sandbox, original tree and installed packages."""
+
     manifest: Manifest
     spec: SandboxSpec
     tree: Path
@@ -258,7 +260,7 @@ def execute(store: RunStore, settings: Settings, *, jobs: int | None = None, clu
     for u in units:
         u.inputs, u.rigor = inputs.get(u.task.task_id), config.rigor
     summary = RunSummary(store.path)
-    projects = _projects(sorted({u.task.project for u in units}), config, settings, tasks)
+    projects = run_projects(sorted({u.task.project for u in units}), config, settings, tasks)
     summary.problems += _record_environments(store, projects)
     with make_pool(config.executor, config.backend, {n: p.spec for n, p in projects.items()}, jobs,
                    cluster=cluster, manifests={n: p.manifest for n, p in projects.items()},
@@ -286,8 +288,10 @@ def _units(store: RunStore, tasks: dict[str, Task], dedupe: bool = True) -> list
     return sorted(groups.values(), key=lambda u: -u.cost)  # longest first keeps every worker busy
 
 
-def _projects(names: list[str], config: RunConfig, settings: Settings,
-              tasks: dict[str, Task]) -> dict[str, _Project]:
+def run_projects(names: list[str], config: RunConfig, settings: Settings,
+              tasks: dict[str, Task]) -> dict[str, RunProject]:
+    """Each named project ready to run the run's tasks (environments built when missing); a TaskError when
+    its source has moved past the commit the tasks were built at."""
     out = {}
     for name in names:
         manifest = find_manifest(config.manifests.get(name) or name, settings)
@@ -300,11 +304,11 @@ def _projects(names: list[str], config: RunConfig, settings: Settings,
                             f"now at {co_commit[:12]}", hint=f"rebuild them: coderun tasks build {name}")
         environment = environment.model_copy(
             update={"source": ProjectSource(kind=co.kind, commit=co.commit, origin=co.origin)})
-        out[name] = _Project(manifest, spec, tree, top_level_packages(tree / manifest.import_root), environment)
+        out[name] = RunProject(manifest, spec, tree, top_level_packages(tree / manifest.import_root), environment)
     return out
 
 
-def _record_environments(store: RunStore, projects: dict[str, _Project]) -> list[str]:
+def _record_environments(store: RunStore, projects: dict[str, RunProject]) -> list[str]:
     """Add each project's environment to the run the first time the run uses it. A resumed run keeps
     what it recorded; a difference (a rebuilt env, another coderun) is returned as a note to show."""
     env = store.environment()
@@ -335,7 +339,7 @@ def _changes(old_python: str, new_python: str, old: list[Package], new: list[Pac
     return python + differences(old, new)
 
 
-def _run_units(units: list[_Unit], store: RunStore, pool: Pool, projects: dict[str, _Project],
+def _run_units(units: list[_Unit], store: RunStore, pool: Pool, projects: dict[str, RunProject],
                jobs: int, summary: RunSummary, progress: Callable[[Result], None]) -> None:
     consecutive_infra = 0
     with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="coderun-eval") as ex:
@@ -392,16 +396,17 @@ def _count(summary: RunSummary, r: Result) -> None:
     summary.infra += r.verdict == VerdictKind.INFRA
 
 
-def _slug(task_id: str) -> str:
+def task_slug(task_id: str) -> str:
+    """A task id as a folder name (the run folder's logs/ and spliced/)."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", task_id).strip("_")
 
 
-def _evaluate_unit(unit: _Unit, store: RunStore, pool: Pool, project: _Project) -> list[Result]:
+def _evaluate_unit(unit: _Unit, store: RunStore, pool: Pool, project: RunProject) -> list[Result]:
     task, first = unit.task, unit.samples[0]
     started = time.monotonic()
     original = (project.tree / task.file).read_text(encoding="utf-8")
     spliced = splice(original, task.qualname, unit.code, lineno=task.lineno)
-    base = store.path / "spliced" / _slug(task.task_id)
+    base = store.path / "spliced" / task_slug(task.task_id)
     spliced_path = log_path = None
     evidence = first_ev = None
     if spliced.new_source is not None:
@@ -415,7 +420,7 @@ def _evaluate_unit(unit: _Unit, store: RunStore, pool: Pool, project: _Project) 
                           class_name=task.class_name, project_packages=project.packages)
         # In every configuration the task has (tests.configurations); the first that fails decides.
         for i, conf in enumerate(task.runs()):
-            log_path = store.path / "logs" / _slug(task.task_id) / (
+            log_path = store.path / "logs" / task_slug(task.task_id) / (
                 f"{first.index}.log" if i == 0 else f"{first.index}.{conf.name}.log")
             log_path.parent.mkdir(parents=True, exist_ok=True)
             # The differential step follows the tests of the first configuration (its inputs were made there).
@@ -449,7 +454,7 @@ def _log_differential(log_path: Path, plus: Verdict, inputs: TaskInputs, evidenc
         fh.write("\n".join(lines) + "\n")
 
 
-def _run(unit: _Unit, pool: Pool, project: _Project, new_source: str,
+def _run(unit: _Unit, pool: Pool, project: RunProject, new_source: str,
          log_path: Path, conf: ConfigurationTests, inputs: TaskInputs | None = None) -> Evidence:
     task, manifest = unit.task, project.manifest
     per_test, total = _timeouts(task, manifest, conf.tests)

@@ -27,7 +27,7 @@ from pathlib import Path
 from coderun.config import Settings
 from coderun.envs.testrun import test_env
 from coderun.errors import SandboxError
-from coderun.evaluation.evaluate import _Project, _projects, _slug
+from coderun.evaluation.evaluate import RunProject, run_projects, task_slug
 from coderun.evaluation.ranking import ExecStatus, Execution, GeneratedTests, RankTests
 from coderun.evaluation.store import RunStore
 from coderun.rank.generate import generated_file, generated_path
@@ -67,7 +67,7 @@ def run_jobs(jobs: list[Job], store: RunStore, settings: Settings, *, slots: int
         return []
     config = store.info().eval_config()
     tasks = {j.task.task_id: j.task for j in jobs}
-    projects = _projects(sorted({j.task.project for j in jobs}), config, settings, tasks)
+    projects = run_projects(sorted({j.task.project for j in jobs}), config, settings, tasks)
     jobs = sorted(jobs, key=lambda j: (j.task.project, j.task.task_id, j.hash))  # a worker stays on a project
     out = []
     with make_pool(config.executor, config.backend, {n: p.spec for n, p in projects.items()}, slots) as pool, \
@@ -81,13 +81,13 @@ def run_jobs(jobs: list[Job], store: RunStore, settings: Settings, *, slots: int
     return out
 
 
-def _execute(job: Job, pool: Pool, project: _Project, run_dir: Path) -> Execution:
+def _execute(job: Job, pool: Pool, project: RunProject, run_dir: Path) -> Execution:
     started = time.monotonic()
     original = (project.tree / job.task.file).read_text(encoding="utf-8")
     spliced = splice(original, job.task.qualname, job.code, lineno=job.task.lineno)
     if not spliced.ok or spliced.new_source is None:
         return _done(job, ExecStatus.UNSPLICEABLE, started, note=spliced.message or "does not splice")
-    log = run_dir / "rank" / "logs" / _slug(job.task.task_id) / f"{job.tests.value}-{job.hash[:12]}.log"
+    log = run_dir / "rank" / "logs" / task_slug(job.task.task_id) / f"{job.tests.value}-{job.hash[:12]}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     try:
         evidence = pool.run(job.task.project, sample_run(job, project, spliced.new_source, log))
@@ -98,7 +98,7 @@ def _execute(job: Job, pool: Pool, project: _Project, run_dir: Path) -> Executio
     return _read(job, evidence, started)
 
 
-def sample_run(job: Job, project: _Project, new_source: str, log: Path) -> SampleRun:
+def sample_run(job: Job, project: RunProject, new_source: str, log: Path) -> SampleRun:
     """The run of one job: the task's first configuration (where its inputs were made)."""
     task, manifest = job.task, project.manifest
     conf = task.runs()[0]
