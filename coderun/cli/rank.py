@@ -7,7 +7,6 @@ from pathlib import Path
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from coderun.cli._common import console, err_console, settings
 from coderun.errors import UsageError
@@ -15,6 +14,7 @@ from coderun.evaluation.ranking import RankTests
 from coderun.evaluation.store import resolve_run_dir
 from coderun.rank.pipeline import ModelSpec, RankOutcome, RankRequest, rank
 from coderun.report.ranking import caption, counts_line, lift_rows
+from coderun.report.terminal import make_table
 
 
 def rank_command(
@@ -51,11 +51,8 @@ def rank_command(
 
 
 def _print(out: RankOutcome) -> None:
-    header, rows = lift_rows(out.summary)
-    table = Table(*header, title="ranked pass@1", caption=caption(out.summary))
-    for r in rows:
-        table.add_row(*r)
-    console.print(table)
+    console.print(make_table(*lift_rows(out.summary), title="ranked pass@1 (%)"))
+    console.print(caption(out.summary), style="dim")
     if out.summary.counts:
         console.print(counts_line(out.summary), soft_wrap=True)
     console.print(f"executions: {out.executed} run now, {out.cached} from the run store", soft_wrap=True)

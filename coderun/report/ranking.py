@@ -7,7 +7,7 @@ from coderun.evaluation.ranking import Lift, RankSummary
 
 def lift_rows(summary: RankSummary) -> tuple[list[str], list[list[str]]]:
     """The lift table: a row per group (overall, then each level), values in %."""
-    header = ["group", "tasks", "pass@1", "ranked pass@1", "lift [95% CI]", "pass@10 (tasks)"]
+    header = ["group", "tasks", "pass@1", "ranked", "lift", "95% CI", "pass@10 (tasks)"]
     rows = [_row("overall", summary.overall)] + [_row(lv, x) for lv, x in summary.levels.items()]
     return header, rows
 
@@ -15,13 +15,13 @@ def lift_rows(summary: RankSummary) -> tuple[list[str], list[list[str]]]:
 def _row(name: str, x: Lift) -> list[str]:
     p10 = f"{100 * x.pass10:.2f} ({x.tasks10})" if x.pass10 is not None else "-"
     return [name, str(x.tasks), f"{100 * x.pass1:.2f}", f"{100 * x.ranked1:.2f}",
-            f"{100 * x.lift:+.2f} [{100 * x.lo:+.2f}, {100 * x.hi:+.2f}]", p10]
+            f"{100 * x.lift:+.2f}", f"[{100 * x.lo:+.2f}, {100 * x.hi:+.2f}]", p10]
 
 
 def caption(summary: RankSummary) -> str:
-    return (f"ranked by --tests {summary.tests.value}; verdicts are the run's {summary.rigor} ones; "
-            f"lift = ranked pass@1 - pass@1, paired bootstrap over tasks (B={summary.iters}, seed {summary.seed}); "
-            "pass@10 over the tasks with at least 10 samples")
+    return (f"ranked: pass@1 of each task's top sample by --tests {summary.tests.value}; verdicts are the run's "
+            f"{summary.rigor} ones; lift = ranked - pass@1, its 95% CI a paired bootstrap over tasks "
+            f"(B={summary.iters}, seed {summary.seed}); pass@10 over the tasks with at least 10 samples")
 
 
 def counts_line(summary: RankSummary) -> str:
