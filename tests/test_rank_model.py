@@ -65,6 +65,35 @@ def test_parsing_keeps_tests_that_parse_and_do_not_read_sources():
     assert module_name(task, ".") == "lib.calc" and module_name(task, "lib") == "calc"
 
 
+def test_a_test_may_open_files_of_its_own_but_not_source_files():
+    from coderun.records import Level, Task
+
+    task = Task(task_id="lib/lib/calc.py::double", project="lib", file="lib/calc.py", qualname="double",
+                name="double", lineno=1, end_lineno=5, level=Level.SELF_CONTAINED, commit="c", source="", docstring="",
+                signature="def double(x):", tests=["tests/test_calc.py::test_double"])
+    answer = '''```python
+from lib.calc import double
+
+
+def test_own_file(tmp_path):
+    (tmp_path / "n.txt").write_text("3")
+    with open(tmp_path / "n.txt") as f:
+        assert double(int(f.read())) == 6
+
+
+def test_other_source():
+    assert "def" in open("lib/helpers.py").read()
+
+
+def test_inspects():
+    import inspect
+    assert "x" in inspect.getsource(double)
+```'''
+    g = parse(task, "m", [answer])
+    assert [t.name for t in g.tests] == ["test_gen0_test_own_file"]
+    assert g.dropped == {READS_SOURCE: 2}
+
+
 @pytest.mark.slow
 def test_rank_model_and_both_against_a_fake_server(evaluated, monkeypatch):  # noqa: F811
     tmp, task = evaluated

@@ -9,8 +9,9 @@ answers are kept in the run store (`rank_tests`), so a resumed ranking does not 
 Parsing: every ```python block of an answer (the whole answer without one); its top-level imports, and each
 top-level `def test_*` (with its decorators) as one test, renamed `test_gen<i>_<name>` so that tests of
 several answers do not shadow each other. A test is dropped, and counted by why, when it does not parse,
-when it reads source files (open, read_text, inspect.getsource..., __file__, or the target's file name: in
-the sandbox the target's file holds the sample, so such a test could only be reading what it tests), or
+when it reads source files (inspect.getsource..., __file__, a `.py` path or the target's file name; files of
+its own, e.g. under tmp_path, are fine: in the sandbox the target's file holds the sample, so such a test could
+only be reading what it tests), or
 when it is parametrized (the run selects tests by node id, and a parametrized test's ids are pytest's).
 """
 
@@ -38,8 +39,8 @@ READS_SOURCE = "reads a source file (the original's)"
 PARAMETRIZED = "parametrized (its ids are unknown before collection)"
 _FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.S)
 _TEST_DEF = re.compile(r"^(?:async\s+)?def\s+(test\w*)\s*\(", re.M)
-_READERS = {"open", "read_text", "read_bytes", "getsource", "getsourcelines", "getsourcefile", "getfile",
-            "findsource", "getmodule"}
+# inspect's readers of code; a test may open files of its own (tmp_path), but not a .py file or __file__
+_READERS = {"getsource", "getsourcelines", "getsourcefile", "getfile", "findsource", "getmodule"}
 SYSTEM = ("You are an expert Python tester. You write pytest test functions for one function of an existing "
           "project, checking what it should do according to its docstring and its context.")
 USER = ("${context_section}Write pytest test functions (named test_...) for the following function of "
@@ -125,7 +126,8 @@ def _unusable(source: str, task: Task) -> str | None:
         name = getattr(called, "id", None) or getattr(called, "attr", None)
         if name in _READERS or (isinstance(node, ast.Name) and node.id == "__file__"):
             return READS_SOURCE
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and target_file in node.value:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and (
+                target_file in node.value or node.value.strip().endswith(".py")):
             return READS_SOURCE
     return None
 
