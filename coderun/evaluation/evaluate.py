@@ -289,7 +289,7 @@ def _units(store: RunStore, tasks: dict[str, Task], dedupe: bool = True) -> list
 
 
 def run_projects(names: list[str], config: RunConfig, settings: Settings,
-              tasks: dict[str, Task]) -> dict[str, RunProject]:
+                 tasks: dict[str, Task]) -> dict[str, RunProject]:
     """Each named project ready to run the run's tasks (environments built when missing); a TaskError when
     its source has moved past the commit the tasks were built at."""
     out = {}

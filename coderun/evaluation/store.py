@@ -221,6 +221,7 @@ class RunStore:
         self.path = path
         self._conn = conn
         self._lock = threading.Lock()
+        self._rank_tables = False   # coderun rank's tables made (or found) by this store object
 
     # -- lifecycle ------------------------------------------------------------------------------
     @classmethod
@@ -319,10 +320,17 @@ class RunStore:
                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
 
     # -- ranking (coderun rank) ---------------------------------------------------------------------------
+    def _rank_tx(self):
+        """A transaction on coderun rank's tables, made the first time this store writes them."""
+        if not self._rank_tables:
+            with self._tx() as c:
+                c.executescript(_RANK_SCHEMA)
+            self._rank_tables = True
+        return self._tx()
+
     def record_rank_execution(self, e: Execution) -> None:
         """Committed before returning, so ranking resumes where it stopped."""
-        with self._tx() as c:
-            c.executescript(_RANK_SCHEMA)
+        with self._rank_tx() as c:
             c.execute("INSERT OR REPLACE INTO rank_executions VALUES (?, ?, ?, ?, ?)",
                       (e.task_id, e.hash, e.tests.value, e.key, e.model_dump_json()))
 
@@ -338,8 +346,7 @@ class RunStore:
         return out
 
     def set_generated_tests(self, tests: GeneratedTests) -> None:
-        with self._tx() as c:
-            c.executescript(_RANK_SCHEMA)
+        with self._rank_tx() as c:
             c.execute("INSERT OR REPLACE INTO rank_tests VALUES (?, ?)", (tests.task_id, tests.model_dump_json()))
 
     def generated_tests(self) -> dict[str, GeneratedTests]:
@@ -351,8 +358,7 @@ class RunStore:
     def set_ranking(self, rankings: Iterable[TaskRanking], summary: RankSummary) -> None:
         """One ranking per kind of tests: a new one replaces the previous."""
         rows = [(t.tests.value, t.task_id, t.model_dump_json()) for t in rankings]
-        with self._tx() as c:
-            c.executescript(_RANK_SCHEMA)
+        with self._rank_tx() as c:
             c.execute("DELETE FROM rankings WHERE tests = ?", (summary.tests.value,))
             c.executemany("INSERT INTO rankings VALUES (?, ?, ?)", rows)
             c.execute("INSERT OR REPLACE INTO rank_summaries VALUES (?, ?, ?)",

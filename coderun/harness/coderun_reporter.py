@@ -14,8 +14,9 @@ Records: `start`, `collected` (node ids and collection errors), `begin` / `test`
 an installed package, i.e. a test dependency such as flexmock), `finish`.
 `--coderun-keep NODEID` (repeatable) selects the tests to run after collection.
 With a payload, the session's end first runs the differential step (coderun_differential) when every test
-that ran passed (or, for a payload saying `"tests": "none"`, when nothing failed: no test is wanted), and writes its result as a `differential` record (else `{"skipped": "tests failed"}`);
-the integrity check that follows covers what the calls did.
+that ran passed (or, for a payload saying `"tests": "none"`, when nothing failed: no test is wanted), and
+writes its result as a `differential` record (else `{"skipped": "tests failed"}`); the integrity check that
+follows covers what the calls did.
 
 What this guarantees, honestly: the generated code runs in this same process, so code written to attack
 coderun specifically can forge records; the host corroborates a pass with what the process wrote elsewhere

@@ -160,9 +160,12 @@ def build_report(store: RunStore, ks: Sequence[int], under_k: UnderK = UnderK.EX
     flags = _flags(store, tasks)
     rows = [_task_row(tasks[t], by_task[t], ks, under_k, info.run_id, flags) for t in groups["overall"]]
     ranked = store.rankings()
+    tops: dict[str, dict[str, int]] = {}
+    for tests, (_s, rs) in ranked.items():
+        for r in rs:
+            tops.setdefault(r.task_id, {})[tests.value] = r.top.index
     for row in rows:
-        row.top_ranked = {tests.value: r.top.index for tests, (_s, rs) in ranked.items()
-                          for r in rs if r.task_id == row.task_id}
+        row.top_ranked = tops.get(row.task_id, {})
     with_context = sum(1 for t in groups["overall"] if tasks[t].oracle_context is not None)
     acc_note = None if with_context else ("Acc@k unavailable: the run has no oracle context for its tasks"
                                           + (" (imported without --dataset)" if info.kind.value == "imported" else ""))

@@ -67,7 +67,7 @@ class ProjectWorker:
         from coderun.runner.executors.workers import WorkerPool
 
         if not _usable_here(spec, backend) and not (registry and _pulled(spec, backend, registry)):
-            spec = _spec_on_this_node(manifest, backend, spec, registry)
+            spec = _spec_on_this_node(manifest, backend, spec)  # the driver's registry was tried above
         self.pool = WorkerPool(backend, {spec.project: spec}, 1)
         self.node = os.uname().nodename
 
@@ -105,11 +105,12 @@ def _pulled(spec: SandboxSpec, backend: str, registry: str) -> bool:
 
     try:
         return pull_image(dockerlib.docker_client(), spec.image, registry)
-    except SandboxError:  # the build that follows tries the registry again and says why it failed
+    except SandboxError as e:
+        print(f"{spec.project}: {e.message}; building {spec.image} on this node instead", file=sys.stderr, flush=True)
         return False
 
 
-def _spec_on_this_node(manifest, backend: str, driver_spec: SandboxSpec, registry: str | None) -> SandboxSpec:
+def _spec_on_this_node(manifest, backend: str, driver_spec: SandboxSpec) -> SandboxSpec:
     """Build or find the project's environment on this node by its content hash (the same manifest gives
     the same environment and image tag here as on the driver)."""
     from coderun.config import load_settings
@@ -117,9 +118,7 @@ def _spec_on_this_node(manifest, backend: str, driver_spec: SandboxSpec, registr
 
     if manifest is None:
         raise SandboxError(f"{driver_spec.project}: its environment is not on this node and no manifest came")
-    settings = load_settings()
-    settings = replace(settings, registry=settings.registry or registry)
-    return replace(project_sandbox_spec(manifest, settings, backend), limits=driver_spec.limits)
+    return replace(project_sandbox_spec(manifest, load_settings(), backend), limits=driver_spec.limits)
 
 
 class ClusterPool:
