@@ -345,7 +345,11 @@ def _caused_by_timeout(exc) -> bool:
 
 
 def pytest_runtest_logreport(report):
-    _phases.setdefault(report.nodeid, {})[report.when] = report
+    phases = _phases.setdefault(report.nodeid, {})
+    # A phase reports once, but with subtests (pytest 9's, or pytest-subtests) each subtest reports its call
+    # before the test's own report, which says passed although a unittest subTest failed: a failure stays.
+    if getattr(phases.get(report.when), "outcome", None) != "failed":
+        phases[report.when] = report
 
 
 def pytest_runtest_logfinish(nodeid, location):
