@@ -200,6 +200,18 @@ class Task(Record):
         """What a sample of this task runs: each configuration's tests, or one run of `tests`."""
         return self.configurations or [ConfigurationTests(name="", tests=list(self.tests))]
 
+    def own_doctests(self) -> list[str]:
+        """The mapped tests that are the doctests of the target's own docstring: pytest names them
+        `FILE::MODULE.QUALNAME`, MODULE the dotted name of FILE (or its last parts, as imported)."""
+        module = self.file.removesuffix(".py").removesuffix("/__init__").split("/")
+        out = []
+        for nodeid in dict.fromkeys(n for conf in self.runs() for n in conf.tests):
+            path, _, name = nodeid.partition("::")
+            prefix = name.removesuffix("." + self.qualname)
+            if path == self.file and prefix != name and module[-len(prefix.split(".")):] == prefix.split("."):
+                out.append(nodeid)
+        return out
+
 
 class Unverified(str, Enum):
     """Why a target the manifest declares is not a verified task."""

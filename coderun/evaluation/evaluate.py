@@ -405,7 +405,8 @@ def _evaluate_unit(unit: _Unit, store: RunStore, pool: Pool, project: RunProject
     task, first = unit.task, unit.samples[0]
     started = time.monotonic()
     original = (project.tree / task.file).read_text(encoding="utf-8")
-    spliced = splice(original, task.qualname, unit.code, lineno=task.lineno)
+    spliced = splice(original, task.qualname, unit.code, lineno=task.lineno,
+                     keep_docstring=bool(task.own_doctests()))
     base = store.path / "spliced" / task_slug(task.task_id)
     spliced_path = log_path = None
     evidence = first_ev = None

@@ -84,7 +84,8 @@ def run_jobs(jobs: list[Job], store: RunStore, settings: Settings, *, slots: int
 def _execute(job: Job, pool: Pool, project: RunProject, run_dir: Path) -> Execution:
     started = time.monotonic()
     original = (project.tree / job.task.file).read_text(encoding="utf-8")
-    spliced = splice(original, job.task.qualname, job.code, lineno=job.task.lineno)
+    spliced = splice(original, job.task.qualname, job.code, lineno=job.task.lineno,
+                     keep_docstring=bool(job.task.own_doctests()))
     if not spliced.ok or spliced.new_source is None:
         return _done(job, ExecStatus.UNSPLICEABLE, started, note=spliced.message or "does not splice")
     log = run_dir / "rank" / "logs" / task_slug(job.task.task_id) / f"{job.tests.value}-{job.hash[:12]}.log"

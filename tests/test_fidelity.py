@@ -1,0 +1,125 @@
+"""Verdicts that mean what they say, end to end on a small hand-made project (real venv, tasks, sandbox runs):
+a doctest of the target's own docstring survives a sample's docstring; a task a trivial body passes is kept
+out of the headline; tests whose parametrize ids change between runs are identified by position."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from coderun.cli.main import app
+from coderun.config import load_settings
+from coderun.evaluation.store import RunStore
+from coderun.manifests.schema import load_manifest
+from coderun.tasks import build_tasks, load_tasks
+from tests.helpers import write_tree
+
+PROJECT = {
+    "fid/__init__.py": "",
+    "fid/sums.py": '''import time
+
+
+def dictsum(a, b):
+    """Sum two dicts key by key.
+
+    >>> dictsum({'x': 1}, {'x': 2, 'y': 3})
+    {'x': 3, 'y': 3}
+    """
+    out = dict(a)
+    for key, value in b.items():
+        out[key] = out.get(key, 0) + value
+    return out
+
+
+def relabel(text, old, new):
+    """Replace every "old:" prefix of the words of text by "new:"."""
+    words = text.split(" ")
+    fixed = [new + w[len(old):] if w.startswith(old + ":") else w for w in words]
+    joined = " ".join(fixed)
+    return joined
+
+
+class Clock:
+    def __init__(self, hour):
+        self.hour = hour
+
+    def __repr__(self):  # like an object's default repr (its address), a value no two runs share
+        return f"<Clock {self.hour} made at {time.perf_counter_ns()}>"
+
+
+def period(clock):
+    """'am' before noon, 'pm' from noon on."""
+    hour = clock.hour
+    if hour < 12:
+        return "am"
+    return "pm"
+''',
+    "tests/test_sums.py": '''import pytest
+
+from fid.sums import Clock, dictsum, period, relabel
+
+
+def test_dictsum():
+    assert dictsum({}, {"a": 1}) == {"a": 1}
+
+
+def test_relabel_leaves_other_words():
+    assert relabel("a b", "x", "y") == "a b"
+
+
+@pytest.mark.parametrize("clock, expected", [(Clock(1), "am"), (Clock(13), "pm")], ids=repr)
+def test_period(clock, expected):
+    assert period(clock) == expected
+''',
+}
+
+DICTSUM_OWN_DOC = '''def dictsum(a, b):
+    """Add b's values to a's (my own words, no example)."""
+    return {k: a.get(k, 0) + b.get(k, 0) for k in {**a, **b}}
+'''
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("fidproj")
+    write_tree(tmp / "fid", PROJECT)
+    manifest = tmp / "fid.yaml"
+    # The module is a test path (for its doctests): its functions are declared, discovery skips test code.
+    manifest.write_text("name: fid\nsource: {path: fid}\npython: '3.11'\n"
+                        "tests:\n  paths: [tests, fid/sums.py]\n  args: ['--doctest-modules']\n"
+                        "tasks:\n  targets:\n" + "".join(f"    - function: fid/sums.py::{name}\n"
+                                                         for name in ("dictsum", "relabel", "period")))
+    mp = pytest.MonkeyPatch()
+    mp.setenv("CODERUN_HOME", str(tmp / "home"))
+    settings = load_settings()
+    report = build_tasks(load_manifest(manifest), settings, progress=False)
+    tasks = {t.name: t for t in load_tasks(settings, status="all")}
+    yield tmp, manifest, tasks, report
+    mp.undo()
+
+
+def _eval(project, tmp_path, rows, *args):
+    tmp, manifest, tasks, _ = project
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text("".join(json.dumps({"task_id": tasks[name].task_id, "solution": code}) + "\n"
+                               for name, code in rows))
+    run = tmp_path / "run"
+    res = CliRunner().invoke(app, ["eval", "--backend", "local", "-j", "2", "--samples", str(samples),
+                                   "--run-dir", str(run), "--projects", str(manifest.parent), *args])
+    assert res.exit_code == 0, res.output
+    with RunStore.open(run) as store:
+        return {(r.task_id, r.index): r for r in store.results()}, res.output
+
+
+@pytest.mark.slow
+def test_a_sample_with_its_own_docstring_keeps_the_targets_doctest(project, tmp_path):
+    """planb `_dictsum`: the task's tests include the doctest of the original's docstring; every sample that
+    wrote a docstring of its own failed with "1 expected tests did not run", whatever its body."""
+    dictsum = project[2]["dictsum"]
+    assert dictsum.own_doctests() == ["fid/sums.py::fid.sums.dictsum"]
+    assert set(dictsum.tests) == {"fid/sums.py::fid.sums.dictsum", "tests/test_sums.py::test_dictsum"}
+    results, _ = _eval(project, tmp_path, [("dictsum", DICTSUM_OWN_DOC)])
+    (result,) = results.values()
+    assert result.verdict.value == "pass", result.reason
