@@ -21,9 +21,13 @@ def docstring_node(func: Node) -> Node | None:
     return None
 
 
-def original_docstring(func: Node) -> str | None:
-    node = docstring_node(func)
-    return text_of(node) if node is not None else None
+def keep_original_docstring(function_code: str, prefix: str, original: Node, notes: list[str]) -> str:
+    """`function_code` with the docstring of `original` (the original's function node), noted in `notes`."""
+    node = docstring_node(original)
+    if node is None:
+        return function_code
+    notes.append("the original's docstring replaces the sample's: the task's tests include its doctests")
+    return with_docstring(function_code, prefix, text_of(node))
 
 
 def with_docstring(function_code: str, prefix: str, docstring: str) -> str:
