@@ -132,6 +132,11 @@ def print_project(p: ProjectTaskReport, out: Console = console) -> None:
         out.print(f"[yellow]  coverage failed, tests mapped by file name: {p.mapping_note}[/]")
     if p.trivial_passes:
         out.print(f"  {trivial_summary(p.trivial_passes)}", highlight=False)
+    if p.positions:
+        key, nodeid = next(iter(p.positions.items()))
+        out.print(f"  {len(p.positions)} parametrized tests have ids that change between runs; they are known by "
+                  f"their parameters' positions (e.g. {key} for {nodeid}; all in `--json`: positions)",
+                  soft_wrap=True, highlight=False, markup=False)
     if p.resumed:
         out.print(f"  {p.resumed} tasks taken from the interrupted build (same inputs), not verified again")
     if p.capped:

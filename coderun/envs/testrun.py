@@ -7,6 +7,7 @@ unittest suites run through pytest as well, so every stage sees pytest node ids.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -16,6 +17,9 @@ from coderun.manifests.schema import Manifest
 from coderun.records import TestOutcome
 
 _RANK = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
+# A parametrized test known by its parameters' positions (`test_f[#0-1]`, see tasks/coverage_map): pytest's
+# command line cannot name it, so its function is named (all its cases run).
+_POSITION = re.compile(r"\[#\d+(?:-\d+)*\]$")
 
 
 def pytest_command(manifest: Manifest, python: str | Path, *, nodeids: list[str] | None = None,
@@ -31,7 +35,7 @@ def pytest_command(manifest: Manifest, python: str | Path, *, nodeids: list[str]
     cmd += list(manifest.tests.args)
     cmd += list(extra or [])
     if nodeids is not None:
-        cmd += list(nodeids)
+        cmd += list(dict.fromkeys(_POSITION.sub("", n) for n in nodeids))
     else:
         cmd += list(manifest.tests.paths)
         for ignored in manifest.tests.ignore:

@@ -205,16 +205,37 @@ def _wanted_names(collector) -> set[str] | None:
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
     """Select the wanted node ids after collection: an id that does not collect (tests generated from the
-    import state, say) is then only missing, instead of aborting the whole run as a bad argument would."""
+    import state, say) is then only missing, instead of aborting the whole run as a bad argument would.
+    A wanted id may be a test's position key (see position_key): the test is then reported under it."""
     keep = config.getoption("coderun_keep")
     if not keep:
         return
     wanted = set(keep)
-    selected = [item for item in items if item.nodeid in wanted]
-    deselected = [item for item in items if item.nodeid not in wanted]
+    selected, deselected = [], []
+    for item in items:
+        key = item.nodeid if item.nodeid in wanted else position_key(item)
+        if key in wanted:
+            _report_ids[item.nodeid] = key
+            selected.append(item)
+        else:
+            deselected.append(item)
     if deselected:
         config.hook.pytest_deselected(items=deselected)
     items[:] = selected
+
+
+_report_ids: dict[str, str] = {}   # node id -> the id the host asked for (a position key, or the node id)
+
+
+def position_key(item):
+    """A parametrized test by what does not change between runs: `FILE::NAME[#i-j]`, the positions of its
+    parameters (an id made of an object's repr or the time is another in every run). None otherwise.
+    tasks/coverage_map's plugin makes the same keys."""
+    indices = getattr(getattr(item, "callspec", None), "indices", None)
+    if not indices or not item.nodeid.endswith(item.name):
+        return None
+    base = item.nodeid[:len(item.nodeid) - len(item.name)] + item.name.split("[", 1)[0]
+    return f"{base}[#{'-'.join(str(i) for i in indices.values())}]"
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -243,12 +264,13 @@ def pytest_collection_finish(session):
     before = _state["plugins_before_session"]
     added = [{"name": str(pm.get_name(p)), "module": _module_of(p), "file": str(getattr(p, "__file__", "") or "")}
              for p in plugins if id(p) not in before and not _is_pytest_own(p)]
-    _emit("collected", nodeids=[item.nodeid for item in session.items], plugins=added)
+    _emit("collected", nodeids=[_report_ids.get(item.nodeid, item.nodeid) for item in session.items],
+          plugins=added)
 
 
 def pytest_runtest_logstart(nodeid, location):
     _phases[nodeid] = {}
-    _emit("begin", nodeid=nodeid)
+    _emit("begin", nodeid=_report_ids.get(nodeid, nodeid))
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -358,7 +380,7 @@ def pytest_runtest_logfinish(nodeid, location):
     phases = _phases.pop(nodeid, {})
     outcome, message, duration = _merge(phases)
     _ran[outcome] = _ran.get(outcome, 0) + 1
-    _emit("test", nodeid=nodeid, outcome=outcome, duration=duration, message=message,
+    _emit("test", nodeid=_report_ids.get(nodeid, nodeid), outcome=outcome, duration=duration, message=message,
           timeout=nodeid in _timed_out, at=time.time())
 
 

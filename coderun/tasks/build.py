@@ -90,6 +90,9 @@ class ProjectTaskReport(Record):
     trivial_passes: dict[str, list[str]] = Field(default_factory=dict)
     network_tests: dict[str, list[str]] = Field(default_factory=dict)  # mapped test -> addresses it tried
     network_note: str = ""                   # why network use could not be checked
+    # Parametrized tests whose node id changes between runs (a repr, the time), known by their parameters'
+    # positions instead: position key -> the node id the coverage run gave (tasks/coverage_map).
+    positions: dict[str, str] = Field(default_factory=dict)
 
 
 class TaskBuildReport(Record):
@@ -385,5 +388,5 @@ def _report(manifest: Manifest, env: LocalEnv, backend: str, include_weak: bool,
         pass_stub_passes=sorted(t.task_id for t in tasks if t.pass_stub_passes),
         trivial_passes={t.task_id: list(t.trivial_passes) for t in tasks if t.trivial_passes},
         network_tests={n: list(a) for t in tasks for n, a in ((x.nodeid, x.addresses) for x in t.network_tests)},
-        network_note=covmap.network_note, **build)
+        network_note=covmap.network_note, positions=dict(covmap.positions), **build)
 
