@@ -187,6 +187,9 @@ class Task(Record):
     # The trivial bodies (rigor.trivial names: none, first_arg, empty, constant) with which the tests still
     # pass in every configuration: what the tests do not check. Kept and marked like pass_stub_passes.
     trivial_passes: list[str] = Field(default_factory=list)
+    # Of trivial_passes, those pass+ lets through as well (run on the task's differential inputs at build;
+    # all of them when it has none). None: not checked (a store from before), taken as all of them.
+    trivial_plus_passes: list[str] | None = None
     # Mapped tests that tried to reach the network in the coverage run (environment-dependent).
     network_tests: list[NetworkAttempt] = Field(default_factory=list)
     # The differential step's inputs, in numbers (None: never built for this task).
@@ -195,6 +198,22 @@ class Task(Record):
     @property
     def environment_dependent(self) -> bool:
         return bool(self.network_tests)
+
+    def trivially_passed(self, rigor: str = "base") -> list[str]:
+        """The trivial bodies that get the verdict `rigor` (base: the project's tests; plus: pass+) on this
+        task: a task with any does not check what the headline says it does (left out unless --include-weak)."""
+        if rigor == "plus" and self.trivial_plus_passes is not None:
+            return list(self.trivial_plus_passes)
+        return list(self.trivial_passes)
+
+    def flags(self) -> list[str]:
+        """What the task build found about its tests, as `tasks list`, `eval` and the reports name it: `weak`
+        (a `raise` or `return None` body passes them), `trivial:NAMES` (other trivial bodies do), `network`
+        (some tried to reach the network), `supplementary` (some were written for the benchmark)."""
+        others = [n for n in self.trivial_passes if n != "none"]
+        weak = self.pass_stub_passes or self.status is TaskStatus.WEAK
+        return ((["weak"] if weak else []) + ([f"trivial:{','.join(others)}"] if others else [])
+                + (["network"] if self.network_tests else []) + (["supplementary"] if self.supplementary else []))
 
     def runs(self) -> list[ConfigurationTests]:
         """What a sample of this task runs: each configuration's tests, or one run of `tests`."""

@@ -51,6 +51,7 @@ def test_mean_float():
 
 def test_span():
     assert Range([3, 1, 7]).span() == 6
+    assert Range([2, 2]).span() == 0
 ''',
 }
 

@@ -102,6 +102,7 @@ def project(tmp_path_factory):
 
 def _eval(project, tmp_path, rows, *args):
     tmp, manifest, tasks, _ = project
+    tmp_path.mkdir(parents=True, exist_ok=True)
     samples = tmp_path / "samples.jsonl"
     samples.write_text("".join(json.dumps({"task_id": tasks[name].task_id, "solution": code}) + "\n"
                                for name, code in rows))
@@ -154,3 +155,42 @@ def test_a_position_key_is_used_only_for_an_id_that_changed_and_is_unambiguous()
              "t.py::g[y]": "t.py::g[#0]"}
     second = {"t.py::f[<A at 0x2>]": "t.py::f[#0]", "t.py::f[b]": "t.py::f[#1]", "t.py::g[z]": "t.py::g[#0]"}
     assert by_position(first, second) == {"t.py::f[<A at 0x1>]": "t.py::f[#0]"}
+
+
+RELABEL_FIRST_ONLY = '''def relabel(text, old, new):
+    """Replace the old prefix by new."""
+    return text.replace(old + ":", new + ":", 1)
+'''
+
+
+@pytest.mark.slow
+def test_a_task_a_trivial_body_passes_is_left_out_of_the_headline_and_flagged(project, tmp_path):
+    """packtools `fix_namespace_prefix_w`: its tests never contain the text the function rewrites, so
+    `return <first argument>` passes them; 10 wrong samples were graded pass and nothing said why."""
+    relabel = project[2]["relabel"]
+    assert relabel.status.value == "verified" and "first_arg" in relabel.trivial_passes
+    assert any(f.startswith("trivial:") and "first_arg" in f for f in relabel.flags())
+    assert set(relabel.trivial_plus_passes) <= set(relabel.trivial_passes)
+    results, output = _eval(project, tmp_path / "base", [("relabel", RELABEL_FIRST_ONLY), ("dictsum", DICTSUM_OWN_DOC)])
+    assert {r.task_id for r in results.values()} == {project[2]["dictsum"].task_id}
+    assert "left out: trivial bodies pass its tests (first_arg" in output
+    results, output = _eval(project, tmp_path / "weak", [("relabel", RELABEL_FIRST_ONLY)], "--include-weak")
+    (result,) = results.values()
+    assert result.verdict.value == "pass"   # the project's tests cannot tell; the report says so
+    assert "tasks are trivial" in output and relabel.task_id in output
+    report = json.loads((tmp_path / "weak" / "run" / "report.json").read_text())
+    (row,) = [t for t in report["tasks"] if t["task_id"] == relabel.task_id]
+    assert row["flags"] == relabel.flags()
+
+
+def test_a_task_counts_under_the_rigor_whose_verdict_no_trivial_body_gets(project):
+    from coderun.tasks.build import in_benchmark
+
+    relabel = project[2]["relabel"]
+    caught = relabel.model_copy(update={"trivial_passes": ["first_arg"], "trivial_plus_passes": []})
+    through = relabel.model_copy(update={"trivial_passes": ["first_arg"], "trivial_plus_passes": ["first_arg"]})
+    unchecked = relabel.model_copy(update={"trivial_passes": ["first_arg"], "trivial_plus_passes": None})
+    clean = relabel.model_copy(update={"trivial_passes": [], "trivial_plus_passes": []})
+    assert [in_benchmark(t, False, "base") for t in (caught, through, unchecked, clean)] == [False] * 3 + [True]
+    assert [in_benchmark(t, False, "plus") for t in (caught, through, unchecked, clean)] == [True, False, False, True]
+    assert all(in_benchmark(t, True, rigor) for t in (caught, through, unchecked) for rigor in ("base", "plus"))

@@ -94,9 +94,16 @@ def _start(s: Settings, req: EvalRequest) -> RunStore:
     from coderun.tasks import load_tasks
 
     fallback, failed = _build_missing_tasks(s, req)
-    tasks = []
+    tasks, left_out = [], []
     for name in req.projects or [None]:
-        tasks += load_tasks(s, project=name, level=req.level, include_weak=req.include_weak)
+        tasks += load_tasks(s, project=name, level=req.level, include_weak=req.include_weak, rigor=req.rigor)
+        left_out += [t for t in load_tasks(s, project=name, level=req.level, status="verified")
+                     if t.trivially_passed(req.rigor) and not req.include_weak]
+    if left_out:
+        plus = " and pass+ lets it through" if req.rigor == "plus" else ""
+        err_console.print(f"{len(left_out)} verified tasks are left out of this run: a trivial body passes their "
+                          f"tests{plus} (weak or trivial in `coderun tasks list`); --include-weak evaluates them",
+                          soft_wrap=True, highlight=False)
     if not tasks and failed:
         raise EnvironmentBuildError(f"no tasks to evaluate: building the tasks of {', '.join(failed)} failed "
                                     "(see above)")
@@ -168,7 +175,7 @@ def _build_missing_tasks(s, req: EvalRequest) -> tuple[Resolver, dict[str, str]]
     for _ in build_each([m for m, _ in todo.values()], build, "task builds", failed=failed):
         pass
     resolver = explaining_resolver(s, declared, manifests, failed=failed, include_weak=req.include_weak,
-                                   projects=req.projects, level=req.level)
+                                   projects=req.projects, level=req.level, rigor=req.rigor)
     return resolver, failed
 
 

@@ -110,6 +110,7 @@ class TaskRow(Model):
     supplementary: bool = False  # its tests include ones written for the benchmark (tests.supplementary)
     pass_stub_passes: bool = False  # its tests pass with the body replaced by `pass` (weak on return values)
     network_tests: list[str] = Field(default_factory=list)  # its tests that tried to reach the network
+    flags: list[str] = Field(default_factory=list)  # Task.flags: weak, trivial:NAMES, network, supplementary
     top_ranked: dict[str, int] = Field(default_factory=dict)  # `coderun rank --tests T`: T -> its pick's index
 
 
@@ -274,7 +275,8 @@ def _task_row(task: RunTask, results: list[Result], ks: Sequence[int], under_k: 
                    pass_at_k={str(k): v.value for k, v in table.items()}, samples=samples,
                    supplementary=task.task is not None and task.task.supplementary,
                    pass_stub_passes=task.task is not None and task.task.pass_stub_passes,
-                   network_tests=[a.nodeid for a in task.task.network_tests] if task.task is not None else [])
+                   network_tests=[a.nodeid for a in task.task.network_tests] if task.task is not None else [],
+                   flags=task.task.flags() if task.task is not None else [])
 
 
 # ----------------------------------------------------------------------------------- comparisons

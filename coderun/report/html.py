@@ -281,8 +281,9 @@ def _marks(t: TaskRow) -> list[tuple[str, str]]:
     out = []
     if t.supplementary:
         out.append(("supplementary", "tested by tests written for this benchmark"))
-    if t.pass_stub_passes:
-        out.append(("weak", "its tests pass with the body replaced by `pass`"))
+    if t.pass_stub_passes or "weak" in t.flags:
+        out.append(("weak", "its tests pass with the body replaced by `pass` or `raise`"))
+    out += [(f, "its tests pass with these bodies that do no work") for f in t.flags if f.startswith("trivial:")]
     if t.network_tests:
         out.append(("env-dependent", "tests that tried to reach the network: " + ", ".join(t.network_tests)))
     return out

@@ -105,8 +105,12 @@ class TaskBuildReport(Record):
         return {lv.value: total[lv.value] for lv in Level}
 
 
-def in_benchmark(task: Task, include_weak: bool) -> bool:
-    return task.status is TaskStatus.VERIFIED or (include_weak and task.status is TaskStatus.WEAK)
+def in_benchmark(task: Task, include_weak: bool, rigor: str = "base") -> bool:
+    """Whether the task counts in the headline of a `rigor` evaluation: verified, and no trivial body gets that
+    verdict on it (its tests, or pass+, check what the function does); the others only with --include-weak."""
+    if include_weak:
+        return task.status in (TaskStatus.VERIFIED, TaskStatus.WEAK)
+    return task.status is TaskStatus.VERIFIED and not task.trivially_passed(rigor)
 
 
 def default_jobs() -> int:
@@ -170,7 +174,8 @@ def _build_project(manifest: Manifest, settings: Settings, backend: str, include
         inputs: list[TaskInputs] = []
         if rigor:
             say(f"[bold]{manifest.name}[/]: deriving pass+ inputs from the recorded calls")
-            tasks, inputs = project_inputs(tasks, recorded, runner.observe, jobs, say, progress, manifest.name)
+            tasks, inputs = project_inputs(tasks, recorded, runner.observe, jobs, say, progress, manifest.name,
+                                           env.checkout.path)
     report = _report(manifest, env, backend, include_weak, selection, covmap, tasks, verdicts, started,
                      capped=capped, max_tests_per_task=manifest.tasks.max_tests_per_task,
                      max_seconds_per_task=manifest.tasks.max_seconds_per_task, jobs=jobs, resumed=kept.resumed,
