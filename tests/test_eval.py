@@ -103,9 +103,11 @@ def test_ground_truth_scores_100_and_blank_bodies_0(project, tmp_path):
     _eval(["--ground-truth", "--run-dir", str(tmp_path / "gt"), "--projects", str(manifest.parent)])
     report = json.loads((tmp_path / "gt" / "report.json").read_text())
     assert report["overall"]["pass@k"]["1"] == 1.0
+    assert report["overall"]["acc@k"]["1"]["overall"] == 1.0
     _eval(["--blank", "--run-dir", str(tmp_path / "blank"), "--projects", str(manifest.parent)])
     report = json.loads((tmp_path / "blank" / "report.json").read_text())
     assert report["overall"]["pass@k"]["1"] == 0.0
+    assert report["overall"]["acc@k"]["1"]["overall"] == 0.0
 
 
 @pytest.mark.slow
