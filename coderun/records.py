@@ -264,6 +264,7 @@ class FindingKind(str, Enum):
     PLUGIN_REGISTERED_DURING_TESTS = "plugin_registered_during_tests"
     RUNTIME_REPLACED = "runtime_replaced"            # a builtin, or a sys attribute pytest calls
     OUTCOME_FORGED = "outcome_forged"                # a phase that raised, reported otherwise
+    TESTS_CHANGED = "tests_changed"                  # the collected test code changed, or is not its files' code
     # the records' pass not borne out by what the process wrote elsewhere (runner/corroborate)
     UNCORROBORATED = "uncorroborated"
     UNKNOWN_REPORTER_CODE = "unknown_reporter_code"   # a code coderun does not know: fail safe
