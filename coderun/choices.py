@@ -41,3 +41,13 @@ class Executor(_Choice):
 
     WORKERS = "workers"
     NAIVE = "naive"
+
+
+class Isolation(_Choice):
+    """How a local sandbox is kept apart from the host (README, threat model); docker's is its container.
+    auto: namespaces where this machine can make them, else none, said at the start and recorded in the run;
+    namespaces: required, a run stops when they cannot be made; none: turned off (samples share the host)."""
+
+    AUTO = "auto"
+    NAMESPACES = "namespaces"
+    NONE = "none"

@@ -24,6 +24,7 @@ import warnings
 from typing import TYPE_CHECKING
 
 import coderun_protocol as protocol
+import coderun_testcode as testcode
 import pytest
 from coderun_children import fork_and_wait, new_cgroup
 from coderun_folders import pycs, rmtree
@@ -61,8 +62,12 @@ def prime(w: SampleServer, req: dict) -> float:
         answer = fork_and_wait(w, job, base, project)
         if answer["returncode"] == 0 and not answer["timed_out"]:
             w.folders.bytecode.update(pycs(project))
-            for f in files if w.statements else ():
-                w.statements.remember(os.path.join(w.source, f))
+            for f in files:
+                text = w.folders.snapshot.text(f)
+                if w.statements and text is not None:
+                    w.statements.remember_bytes(os.path.join(project, f), text)
+                if text is not None:  # the tests' own code, compiled once for every sample's check
+                    testcode.precompile(os.path.realpath(os.path.join(project, f)), text)
             found = protocol.priming_reports(answer["report"])
             if found:
                 preimport(w, found[-1]["prime"], found[-1]["rewrite"], req, base, project)

@@ -39,6 +39,7 @@ from coderun.errors import SandboxError, SandboxUnavailable, ServiceError
 from coderun.harness.coderun_capped import CappedBuffer
 from coderun.sandbox.base import ExecResult, Sandbox, SandboxSpec, check_exec_args
 from coderun.sandbox.process import SandboxProcess, WorkerLayout
+from coderun.sandbox.trees import repack
 
 SAMPLE_USER = "coderun"      # the image's unprivileged user (images/base.Dockerfile), owner of /work/project
 IDLE_USER = "65534:65534"    # nobody: PID 1, out of the sample user's reach
@@ -143,6 +144,7 @@ class DockerSandbox(Sandbox):
         self._workdirs: set[str] = set()
         self._lost: set[str] = set()     # workdirs of a container the watchdog replaced
         self._closed = False
+        self._tree: bytes | None = None  # the pristine tree (pristine_tree), read once
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -264,15 +266,51 @@ class DockerSandbox(Sandbox):
     # -- workdirs ----------------------------------------------------------------------------
 
     def new_workdir(self) -> str:
+        """A copy of the pristine tree, written by the sample user from the tar coderun holds: the image's
+        tree is readable by root only (no sample reads the originals there)."""
         base = f"{SCRATCH}/w-{uuid.uuid4().hex[:10]}"
-        code, _, err, _, _ = self._raw(
-            ["sh", "-c", 'mkdir -m 700 "$1" "$1/home" "$1/tmp" && cp -a "$2" "$1/project"', "sh", base,
-             self.spec.project_dir], timeout=600)
+        code, err = self._feed(
+            ["sh", "-c", 'mkdir -m 700 "$1" "$1/home" "$1/tmp" "$1/project" && '
+                         'tar --no-same-owner -xpf - -C "$1/project"', "sh", base], self.pristine_tree(), timeout=600)
         if code != 0:
-            raise SandboxError(f"cannot copy {self.spec.project_dir} in the container: "
-                               f"{err.decode(errors='replace')[-300:]}")
+            raise SandboxError(f"cannot copy {self.spec.project_dir} in the container: {err[-300:]}")
         self._workdirs.add(base)
         return f"{base}/project"
+
+    def pristine_tree(self) -> bytes:
+        """The image's tree, read through the engine's archive API (it reads as root, outside the sandbox)."""
+        import docker.errors
+
+        if self._tree is None:
+            try:
+                chunks, _ = self._api.get_archive(self._cid(), self.spec.project_dir)
+                self._tree = repack(b"".join(chunks), posixpath.basename(self.spec.project_dir.rstrip("/")))
+            except docker.errors.DockerException as e:
+                raise SandboxError(f"cannot read {self.spec.project_dir} from the container: {e}") from None
+        return self._tree
+
+    def _feed(self, cmd: list[str], data: bytes, *, timeout: float) -> tuple[int, str]:
+        """Run `cmd` as the sample user with `data` on its stdin (streamed, not staged in a file); returns its
+        exit code and the tail of its output."""
+        import docker.errors
+        from docker.utils.socket import frames_iter
+
+        try:
+            exec_id = self._api.exec_create(self._cid(), ["timeout", "-s", "KILL", str(math.ceil(timeout)), *cmd],
+                                            user=SAMPLE_USER, stdin=True, stdout=True, stderr=True)["Id"]
+            sock = self._stream_api.exec_start(exec_id, socket=True)
+            raw = getattr(sock, "_sock", sock)
+            raw.sendall(data)
+            raw.shutdown(socket.SHUT_WR)
+            out = CappedBuffer(64 << 10)
+            for _stream, chunk in frames_iter(sock, tty=False):
+                out.feed(chunk)
+            sock.close()
+            code = self._api.exec_inspect(exec_id)["ExitCode"]
+        except (OSError, docker.errors.DockerException) as e:
+            raise SandboxError(f"docker exec with input failed: {e}") from None
+        self._kill_leftovers()
+        return (-1 if code is None else code), out.text()
 
     def remove_workdir(self, path: str) -> None:
         base = posixpath.dirname(path)
