@@ -29,11 +29,6 @@ class Backend(_Choice):
     LOCAL = "local"
     DOCKER = "docker"
 
-    @property
-    def isolated(self) -> bool:
-        """Whether a sample runs apart from the user's files and processes (README, threat model)."""
-        return self is Backend.DOCKER
-
 
 class Executor(_Choice):
     """workers: a long-lived worker per project and slot forks a child per unique sample; naive: a fresh

@@ -397,6 +397,8 @@ class RunEnvironment(Record):
 
     coderun: CoderunEnvironment
     projects: dict[str, ProjectEnvironment] = Field(default_factory=dict)
+    isolation: str = ""                # how samples were kept apart: container, namespaces or none ("": older)
+    isolation_note: str = ""           # what made them (bubblewrap's version), or why there were none
 
 
 def _canonical(name: str) -> str:
