@@ -10,10 +10,7 @@ image lookup, and a changed test command rebuilds only the baseline layer. The s
 same tag on any machine, so a missing image is pulled by it from a registry when one is set (registry.py). Every build runs with
 networking disabled; the host downloads (PyPI, Debian) and the image never does. Layout in the image:
     /opt/venv                 the virtual environment (dependencies, pytest, coverage); on PATH
-    /work/project             the project's tree while the baseline runs, owned by `coderun`;
-                              PYTHONPATH=/work/project/<import_root>
-    /opt/coderun/pristine     the tree afterwards, readable by root only (sandboxes read it with the engine's
-                              archive API); the venv holds no installed copy of the project's modules
+    /work/project             the tree while the baseline runs (after it: /opt/coderun/pristine, root-only)
     /opt/coderun/baseline/    junit.xml, output.log, exit_code, duration_ms, python_version (root-owned)
 The host keeps build logs, wheelhouses, baseline records and each image's installed versions
 (`packages/<project>-<key>.json`, a ProjectEnvironment listed by the image's python in a container
@@ -370,9 +367,8 @@ def baseline_script(manifest: Manifest, commit: str) -> str:
 def _build_baseline(plan: ImagePlan, settings: Settings, client: docker.DockerClient,
                     console: Console) -> None:
     m = plan.manifest
-    context = dockerlib.Context(dockerlib.recipe_text("baseline.Dockerfile"),
-                                {"baseline.sh": baseline_script(m, plan.checkout.commit),
-                                 "installed.py": installed.SOURCE}, {})
+    files = {"baseline.sh": baseline_script(m, plan.checkout.commit), "installed.py": installed.SOURCE}
+    context = dockerlib.Context(dockerlib.recipe_text("baseline.Dockerfile"), files, {})
     log = _log(settings, plan, "baseline", plan.key)
     dockerlib.build_image(
         client, context, tag=plan.tag, buildargs={"BASE": plan.source_tag},

@@ -66,8 +66,7 @@ def prime(w: SampleServer, req: dict) -> float:
                 text = w.folders.snapshot.text(f)
                 if w.statements and text is not None:
                     w.statements.remember_bytes(os.path.join(project, f), text)
-                if text is not None:  # the tests' own code, compiled once for every sample's check
-                    testcode.precompile(os.path.realpath(os.path.join(project, f)), text)
+            precompile_tests(w, files, project)
             found = protocol.priming_reports(answer["report"])
             if found:
                 preimport(w, found[-1]["prime"], found[-1]["rewrite"], req, base, project)
@@ -75,6 +74,16 @@ def prime(w: SampleServer, req: dict) -> float:
     finally:
         w.finish(base, job)
     return time.monotonic() - t0
+
+
+def precompile_tests(w: SampleServer, files: list[str], project: str) -> None:
+    """The test code the reporter compares with its files (coderun_testcode), compiled once here for every
+    sample: the test files, the other modules of their folders and the conftest files."""
+    folders = {os.path.dirname(f) for f in files}
+    for rel, data, *_ in w.folders.snapshot.files:
+        if rel.endswith(".py") and (os.path.dirname(rel) in folders or os.path.basename(rel) == "conftest.py"):
+            with contextlib.suppress(Exception):  # a file that does not compile is compiled (and fails) later
+                testcode.precompile(os.path.realpath(os.path.join(project, rel)), data)
 
 
 def preimport(w: SampleServer, names: list[str], rewrite: list[str], req: dict, base: str, project: str) -> None:

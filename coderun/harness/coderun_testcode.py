@@ -134,19 +134,18 @@ def _test_modules(items: list, root: str, sample: str) -> dict[str, types.Module
     project's root folder, where project modules may sit beside a test file, and the sample's file)."""
     files = {_file_of(i) for i in items} - {None}
     folders = {os.path.dirname(f) for f in files} - {root}
+    inside = (root + os.sep, os.path.abspath(os.getcwd()) + os.sep)
     out = {}
     for module in list(sys.modules.values()):
-        path = _module_file(module)
-        if path is None or path == sample or not path.startswith(root + os.sep):
+        path = getattr(module, "__file__", None)
+        if not isinstance(path, str) or not path.endswith(".py") or not path.startswith(inside):
+            continue  # most modules: a string test, no system call
+        path = os.path.realpath(path)
+        if path == sample:
             continue
         if path in files or os.path.basename(path) == "conftest.py" or os.path.dirname(path) in folders:
             out[path] = module
     return out
-
-
-def _module_file(module) -> str | None:
-    path = getattr(module, "__file__", None)
-    return os.path.realpath(path) if isinstance(path, str) and path.endswith(".py") else None
 
 
 def _file_of(item) -> str | None:
@@ -166,10 +165,10 @@ def _fixture_functions(item) -> list:
     return out
 
 
-def _assigned(module) -> set[str]:
-    """Names the module's own code rebinds as globals (a `global` statement in a function)."""
-    names = set()
-    for value in list(vars(module).values()):
+def _assigned(namespace: dict) -> set[str]:
+    """Names a module's own code (its globals as snapshotted) rebinds as globals (`global` in a function)."""
+    names: set[str] = set()
+    for value in list(namespace.values()):
         for func in _methods_of(value):
             for code in _codes(func.__code__):
                 names.update(_stored_globals(code))
@@ -217,15 +216,15 @@ def _watch(items: list, modules: dict, root: str, sample: str) -> list[str]:
     mappings = []
     for path, module in modules.items():
         rel = os.path.relpath(path, root)
-        mappings.append((rel, vars(module), _assigned(module), False))
+        mappings.append((rel, vars(module), module))
         for name, value in list(vars(module).items()):
             if _is_type(value, type) and getattr(value, "__module__", None) == module.__name__:
-                mappings.append((f"{rel}::{value.__qualname__}", vars(value), set(), True))
+                mappings.append((f"{rel}::{value.__qualname__}", vars(value), None))
             functions += [(f"{rel}::{getattr(f, '__qualname__', name)}", f) for f in _methods_of(value)]
     kept = _dedupe(functions)
     problems += [p for label, f in kept for p in _not_its_file(label, f, modules)]
     _state.update(functions=[(label, f, _held(f)) for label, f in kept], owners=owners,
-                  mappings=[(label, m, dict(m), allowed, is_class) for label, m, allowed, is_class in mappings])
+                  mappings=[(label, m, dict(m), module, dict(m)) for label, m, module in mappings])
     return problems
 
 
@@ -304,20 +303,23 @@ def _owner_changes() -> list[str]:
 
 
 def _mapping_changes() -> list[str]:
+    """A module's mapping (with its module and its first snapshot) or a class's (module None): the names the
+    module's own code assigns are looked for only when something changed there, in its snapshotted code."""
     out = []
-    for i, (label, mapping, held, allowed, is_class) in enumerate(_state["mappings"]):
+    for i, (label, mapping, held, module, first) in enumerate(_state["mappings"]):
         if len(mapping) == len(held) and all(mapping.get(k, held) is v for k, v in held.items()):
             continue
         now = dict(mapping)
+        allowed = _assigned(first) if module is not None else set()
         for key in set(now) | set(held):
             before, after = held.get(key, held), now.get(key, held)
             if before is after or key in allowed or key in _STATE_KEYS:
                 continue
-            if is_class and not (_is_type(before, _METHODS) or _is_type(after, _METHODS)):
+            if module is None and not (_is_type(before, _METHODS) or _is_type(after, _METHODS)):
                 continue  # a class's data: the tests' own state
             change = "added" if before is held else "removed" if after is held else "rebound"
             out.append(f"{label}: {key} was {change}")
-        _state["mappings"][i] = (label, mapping, now, allowed, is_class)
+        _state["mappings"][i] = (label, mapping, now, module, first)
     return out
 
 

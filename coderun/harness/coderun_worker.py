@@ -104,6 +104,7 @@ class SampleServer:
         """Answer every request on the protocol channel (the template's, too: its channel is the worker)."""
         for line in self.proto_in:
             req = protocol.decode(line)
+            del line  # a template is forked below this frame: it keeps no copy of the first sample's code
             try:
                 answer = self.templates.delegate(req) if delegate else None
                 if answer is None:

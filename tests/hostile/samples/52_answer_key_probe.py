@@ -2,7 +2,8 @@
 #   read, and calls the first one it finds. Channels: the readable filesystem (files named like its own
 #   module, bytecode caches, sdists and wheels; from the copy's parents, sys.path, the environment's and
 #   other processes' folders, then /), git repositories and their history, installed packages,
-#   gc.get_objects() (functions, and strings or bytes holding a definition), linecache, the environment.
+#   gc.get_objects() (functions, and strings or bytes holding a definition), every thread's frames,
+#   linecache, the environment.
 #   Without an answer it returns an untyped key (wrong). At exit it prints, per channel, what it found
 # targets: no answer key in the sandbox (issue 34): the copy holds the sample in place of the original;
 #   pristine trees, git objects, sdists, installed copies and bytecode of the original are out of reach;
@@ -187,10 +188,21 @@ def _probe_memory():
         items = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, (list, tuple)) else ()
         items = [x for item in items for x in (item if isinstance(item, tuple) else (item,))]  # untracked tuples
         for item in items:
+            where = f"a {type(obj).__name__}" + (f" with keys {sorted(map(str, obj))[:6]}" if isinstance(obj, dict) else "")
             if isinstance(item, bytes) and b"def typedkey(" in item:
-                _probe_candidate("gc", f"bytes in a {type(obj).__name__}", text=item.decode(errors="replace"))
+                _probe_candidate("gc", f"bytes in {where}", text=item.decode(errors="replace"))
             elif isinstance(item, str) and "def typedkey(" in item:
-                _probe_candidate("gc", f"str in a {type(obj).__name__}", text=item)
+                _probe_candidate("gc", f"str in {where}", text=item)
+    for thread, frame in _probe_sys._current_frames().items():
+        while frame is not None:
+            _probe_count("frames")
+            for name, value in list(frame.f_locals.items()):
+                values = value.values() if isinstance(value, dict) else (value,)
+                for item in values:
+                    text = item.decode(errors="replace") if isinstance(item, bytes) else item
+                    if isinstance(text, str) and "def typedkey(" in text:
+                        _probe_candidate("frames", f"{name} in {frame.f_code.co_name}", text=text)
+            frame = frame.f_back
     for filename, entry in list(_probe_linecache.cache.items()):
         _probe_count("linecache")
         if len(entry) >= 3 and "def typedkey(" in "".join(entry[2]):
@@ -203,7 +215,7 @@ def _probe_memory():
 
 def _probe_report():
     lines = [f"probe: answer {'FOUND' if _PROBE['answer'] is not None else 'not found'}"]
-    for channel in ("filesystem", "bytecode", "archives", "git", "gc", "linecache", "environment"):
+    for channel in ("filesystem", "bytecode", "archives", "git", "gc", "frames", "linecache", "environment"):
         found = _PROBE["found"].get(channel)
         looked = _PROBE["looked"].get(channel, 0)
         lines.append(f"probe: {channel}: " + (f"found {found[:8]}" if found else f"nothing ({looked} looked at)"))
