@@ -149,3 +149,42 @@ def test_without_namespaces_a_sandbox_says_so(request, monkeypatch, tmp_path):
     finally:
         isolation.unavailable.cache_clear()
         isolation.tools.cache_clear()
+
+
+def test_installed_copies_of_the_project_are_found_and_nothing_else(tmp_path):
+    """An install of the project (install.project) put its modules in site-packages: the original functions,
+    readable by a sample although never imported. They are hidden (local) or deleted (image); another
+    distribution in the same namespace package is not."""
+    from coderun.envs.installed import installed_copies
+
+    tree, venv = tmp_path / "tree", tmp_path / "venv"
+    site = venv / "lib" / "python3.9" / "site-packages"
+    files = {tree / "src/pkg/__init__.py": "", tree / "src/pkg/core.py": "def f(): return 1\n",
+             tree / "src/zope/__init__.py": "", tree / "src/zope/mine/__init__.py": "",
+             tree / "src/single.py": "x = 1\n",
+             site / "pkg/__init__.py": "", site / "pkg/core.py": "def f(): return 1\n",
+             site / "pkg/__pycache__/core.cpython-39.pyc": "",
+             site / "zope/__init__.py": "", site / "zope/mine/__init__.py": "",
+             site / "zope/other/__init__.py": "", site / "single.py": "x = 1\n",
+             site / "__pycache__/single.cpython-39.pyc": "", site / "unrelated/__init__.py": ""}
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    found = sorted(os.path.relpath(p, site) for p in installed_copies(str(venv), str(tree), "src"))
+    assert found == ["__pycache__/single.cpython-39.pyc", "pkg", "single.py", "zope/__init__.py", "zope/mine"]
+
+
+def test_a_tree_for_a_worker_leaves_out_history_and_bytecode(tmp_path):
+    """The tar a worker takes its copies from: never .git (the history holds the originals) nor bytecode."""
+    import io
+    import tarfile
+
+    from coderun.sandbox.trees import tree_tar
+
+    for rel in ("pkg/mod.py", "pkg/__pycache__/mod.cpython-39.pyc", "pkg/old.pyc", ".git/HEAD", "sub/.git",
+                "README"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x")
+    with tarfile.open(fileobj=io.BytesIO(tree_tar(tmp_path))) as tar:
+        names = sorted(m.name for m in tar.getmembers())
+    assert names == ["README", "pkg", "pkg/mod.py", "sub"]

@@ -27,6 +27,7 @@ import functools
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -121,32 +122,39 @@ def hidden_packages(python: str, root: str, prefixes: tuple[str, ...]) -> list[s
         if "include-system-site-packages = true" not in cfg.read_text():
             for base in ("/usr/lib", "/usr/local/lib", *(f"{p}/lib" for p in prefixes)):
                 out += sorted(glob.glob(f"{base}/python3*/site-packages") + glob.glob(f"{base}/python3*/dist-packages"))
-    out += _system_copies(root)
+    out += _system_copies(root, ("/usr", *prefixes))
     return list(dict.fromkeys(p for p in out if os.path.isdir(p) or os.path.isfile(p)))
 
 
-def _system_copies(root: str) -> list[str]:
-    """Folders and modules under the system folders named like the project's top-level packages and
-    modules, holding its code (a module at the same relative path)."""
-    index = _system_index()
+def _system_copies(root: str, tops: tuple[str, ...]) -> list[str]:
+    """Folders and modules under the system folders a sandbox sees (`tops`) named like the project's
+    top-level packages and modules and holding one of its modules by name (any version of it); never
+    inside an interpreter's standard library, nor for the project's test packages and setup scripts."""
+    index = _system_index(tops)
     out = []
     with contextlib.suppress(OSError):
         for name in sorted(os.listdir(root)):
             mine = os.path.join(root, name)
+            if name.startswith("test") or name in _NOT_CODE:
+                continue
             if name.endswith(".py") and os.path.isfile(mine):
                 out += index.get(name, [])
             elif os.path.isfile(os.path.join(mine, "__init__.py")):
-                modules = [f for f in os.listdir(mine) if f.endswith(".py")]
+                modules = [f for f in os.listdir(mine) if f.endswith(".py") and f not in _NOT_CODE]
                 out += [c for c in index.get(name, []) if os.path.isdir(c)
                         and any(os.path.isfile(os.path.join(c, m)) for m in modules)]
-    return out
+    return [p for p in out if not _STDLIB.search(p)]
 
 
-@functools.lru_cache(maxsize=1)
-def _system_index() -> dict[str, list[str]]:
-    """Every folder and .py file of the system folders, by name (one walk per coderun process)."""
+_NOT_CODE = frozenset({"__init__.py", "__main__.py", "setup.py", "conftest.py"})
+_STDLIB = re.compile(r"/lib/python3[.\d]*/(?!site-packages/|dist-packages/)")
+
+
+@functools.lru_cache(maxsize=8)
+def _system_index(tops: tuple[str, ...]) -> dict[str, list[str]]:
+    """Every folder and .py file under `tops`, by name (one walk per coderun process and interpreter)."""
     index: dict[str, list[str]] = {}
-    for top in ("/usr", "/opt"):
+    for top in tops:
         for folder, dirs, files in os.walk(top):
             for name in dirs + [f for f in files if f.endswith(".py")]:
                 index.setdefault(name, []).append(os.path.join(folder, name))
