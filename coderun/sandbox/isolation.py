@@ -1,16 +1,16 @@
 """Isolation of the `local` backend: every command of a local sandbox in namespaces of its own.
 
-    Namespaces.start(services)            a network namespace for the sandbox (loopback only), its services in it
-    Namespaces.wrap(argv, view, cwd)      argv run in it, inside bubblewrap, seeing only `view`
+    Namespaces.start(services)            with services: a network namespace for the sandbox, the services in it
+    Namespaces.wrap(argv, view, cwd)      argv inside bubblewrap, seeing only `view`, no network but loopback
     Namespaces.close()                    the namespace and the services in it end
 
 The tools are maintained and packaged everywhere a Linux user runs code: bubblewrap (Debian's `bubblewrap`,
 the sandbox of Flatpak) builds each command's view of the filesystem from nothing, binding in only what it is
 given, in new mount, PID, IPC and UTS namespaces, with every capability dropped and no new privileges; it
-needs no daemon and, where unprivileged user namespaces are allowed, no root. util-linux's `unshare` makes
-one network namespace per sandbox and `nsenter` puts each command (and the project's services) in it, so the
-services a project's tests need listen on the sandbox's own loopback, reachable by its commands and nothing
-else. bubblewrap alone makes a network namespace per command, which services could not share.
+needs no daemon and, where unprivileged user namespaces are allowed, no root. Each command gets a network
+namespace of its own with loopback only (bubblewrap's --unshare-net); for a project whose tests need services,
+util-linux's `unshare` makes one network namespace for the sandbox and `nsenter` puts each command and the
+services in it, so they listen on the sandbox's own loopback, reachable by its commands and nothing else.
 
 What a command sees (`View`): the system's programs and libraries (`/usr` and its links, `/etc` without what
 only root may read), the interpreter's installation and the venv read-only (the venv without the copies of the
@@ -73,7 +73,7 @@ def unavailable() -> str | None:
         missing = [t for t in TOOLS if not shutil.which(t)]
         return f"{', '.join(missing)} not found (install Debian's bubblewrap and util-linux)"
     try:
-        with Namespaces() as ns:
+        with Namespaces(shared=True) as ns:  # both ways a command is run: the shared namespace's too
             done = subprocess.run(ns.wrap(["true"], View(), "/"), capture_output=True, text=True, timeout=60,
                                   stdin=subprocess.DEVNULL)
     except (SandboxUnavailable, OSError, subprocess.TimeoutExpired) as e:
@@ -174,8 +174,10 @@ def view_args(view: View) -> list[str]:
 
 @dataclass
 class Namespaces:
-    """One sandbox's network namespace (its holder process) and the services started in it."""
+    """How a sandbox's commands are put in namespaces: each in a network namespace of its own, or (`shared`:
+    a project with services) all in the sandbox's, held by a process, with the services started in it."""
 
+    shared: bool = False
     holder: subprocess.Popen | None = None
     pid: int = 0                                   # the holder's pid, as the host sees it
     service_data: str | None = None
@@ -196,6 +198,9 @@ class Namespaces:
         found = tools()
         if found is None:
             raise SandboxUnavailable(f"namespaces: {', '.join(t for t in TOOLS if not shutil.which(t))} not found")
+        self.shared = self.shared or bool(names)
+        if not self.shared:
+            return
         self.holder = subprocess.Popen(
             [found["unshare"], *self._user(), "--net", "--pid", "--fork", "--kill-child", "--",
              sys.executable, "-I", "-S", "-c", _HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -210,6 +215,9 @@ class Namespaces:
         if names:
             self._services(names)
 
+    def alive(self) -> bool:
+        return not self.shared or (self.holder is not None and self.holder.poll() is None)
+
     def join(self, pid_namespace: bool = False) -> list[str]:
         """The nsenter prefix that runs a command in the sandbox's network namespace."""
         user = [] if os.geteuid() == 0 else ["--user", "--preserve-credentials"]
@@ -218,8 +226,9 @@ class Namespaces:
 
     def wrap(self, argv: list[str], view: View, cwd: str) -> list[str]:
         bwrap = ["bwrap", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-                 "--die-with-parent", "--cap-drop", "ALL", *view_args(view), "--chdir", cwd, "--"]
-        return [*self.join(), *bwrap, *argv]
+                 *([] if self.shared else ["--unshare-net"]), "--die-with-parent", "--cap-drop", "ALL",
+                 *view_args(view), "--chdir", cwd, "--"]
+        return [*self.join(), *bwrap, *argv] if self.shared else [*bwrap, *argv]
 
     def _services(self, names: tuple[str, ...]) -> None:
         """The project's services, started by coderun's services module in the namespace (its PID namespace

@@ -151,7 +151,11 @@ class LocalSandbox(Sandbox):
                     writable=writable, hidden=self._hidden)
 
     def _wrap(self, argv: list[str], cwd: str, writable: tuple[str, ...]) -> list[str]:
-        return self._ns.wrap(argv, self._view(writable), cwd) if self._ns is not None else argv
+        if self._ns is None:
+            return argv
+        if not self._ns.alive():  # a broken sandbox, not the sample's fault
+            raise SandboxError("local sandbox: its network namespace is gone (its holder process ended)")
+        return self._ns.wrap(argv, self._view(writable), cwd)
 
     def close(self) -> None:
         root, self.root = self.root, None
