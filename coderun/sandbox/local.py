@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import math
 import os
 import resource
@@ -137,11 +138,7 @@ class LocalSandbox(Sandbox):
         return self._ns is not None
 
     def _hidden_paths(self) -> tuple[str, ...]:
-        """Copies of the project's code the sandbox must not see: an install of the project in the venv, and
-        in the system (see isolation.hidden_packages)."""
-        root = os.path.join(self.spec.project_dir, self.spec.import_root)
-        return (*installed_copies(self._venv(), self.spec.project_dir, self.spec.import_root),
-                *isolation.hidden_packages(self.spec.python, root, _interpreter_prefixes(self.spec.python)))
+        return _hidden_paths(self.spec.python, self.spec.project_dir, self.spec.import_root)
 
     def _venv(self) -> str:
         return str(Path(self.spec.python).parent.parent)
@@ -341,6 +338,16 @@ class LocalSandbox(Sandbox):
                 resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
 
         return apply
+
+
+@functools.lru_cache(maxsize=64)
+def _hidden_paths(python: str, tree: str, import_root: str) -> tuple[str, ...]:
+    """Copies of the project's code a sandbox must not see: an install of the project in the venv, and in
+    the system (see isolation.hidden_packages). Found once per process (a naive run starts a sandbox per
+    sample)."""
+    venv = str(Path(python).parent.parent)
+    return (*installed_copies(venv, tree, import_root),
+            *isolation.hidden_packages(python, os.path.join(tree, import_root), _interpreter_prefixes(python)))
 
 
 def _left_out(folder: str, names: list[str]) -> set[str]:
