@@ -29,7 +29,7 @@ import time
 import types
 
 _FunctionType, _CodeType, _id, _is_type = types.FunctionType, types.CodeType, id, isinstance
-_METHODS = (types.FunctionType, staticmethod, classmethod, property, type)
+_METHODS = (types.FunctionType, staticmethod, classmethod, property)
 _STORES = ("STORE_GLOBAL", "DELETE_GLOBAL")
 _state: dict[str, object] = {"texts": {}, "functions": [], "mappings": [], "owners": [], "events": []}
 cost = {"tests_snapshot_ms": 0.0, "tests_verify_ms": 0.0}
@@ -130,10 +130,11 @@ def _cell(cell):
 
 
 def _test_modules(items: list, root: str, sample: str) -> dict[str, types.ModuleType]:
-    """The modules of the items, the conftest files, and the other modules of the items' folders (but the
-    project's root folder, where project modules may sit beside a test file, and the sample's file)."""
+    """The modules of the items, the conftest files, and the other modules of the items' folders when those
+    are test folders (named so: a package's folder also holds project modules, whose state is the project's),
+    never the sample's file."""
     files = {_file_of(i) for i in items} - {None}
-    folders = {os.path.dirname(f) for f in files} - {root}
+    folders = {f for f in map(os.path.dirname, files) if f != root and "test" in os.path.basename(f).lower()}
     inside = (root + os.sep, os.path.abspath(os.getcwd()) + os.sep)
     out = {}
     for module in list(sys.modules.values()):
@@ -293,12 +294,17 @@ def _function_changes() -> list[str]:
 
 
 def _owner_changes() -> list[str]:
+    """An item's or fixture's function replaced: by pytest or a plugin, it is the same code again (pytest's
+    xunit fixtures are made anew from one code) or a wrapper of the function (pytest-asyncio wraps
+    coroutine fixtures); else it is tampering."""
     out = []
     for i, (owner, attr, func, label) in enumerate(_state["owners"]):
         now = _unwrap(getattr(owner, attr, None))
-        if now is not func:
+        if now is func:
+            continue
+        if getattr(now, "__code__", None) is not func.__code__ and not any(f is func for f in _reached(now)):
             out.append(f"{label} is another function now")
-            _state["owners"][i] = (owner, attr, now, label)
+        _state["owners"][i] = (owner, attr, now, label)
     return out
 
 
@@ -313,7 +319,7 @@ def _mapping_changes() -> list[str]:
         allowed = _assigned(first) if module is not None else set()
         for key in set(now) | set(held):
             before, after = held.get(key, held), now.get(key, held)
-            if before is after or key in allowed or key in _STATE_KEYS:
+            if before is after or key in allowed or key in _STATE_KEYS or _submodule(module, key, after):
                 continue
             if module is None and not (_is_type(before, _METHODS) or _is_type(after, _METHODS)):
                 continue  # a class's data: the tests' own state
@@ -321,6 +327,11 @@ def _mapping_changes() -> list[str]:
             out.append(f"{label}: {key} was {change}")
         _state["mappings"][i] = (label, mapping, now, module, first)
     return out
+
+
+def _submodule(module, key: str, value) -> bool:
+    """A package's submodule imported while the tests ran (the import system sets it on the package)."""
+    return module is not None and _is_type(value, types.ModuleType) and value.__name__ == f"{module.__name__}.{key}"
 
 
 # Names the interpreter and pytest set on modules and classes by themselves (the warnings registry; pytest's
