@@ -7,10 +7,11 @@ cells), the test classes' dicts and the globals of the test modules (the items' 
 and the other modules of the items' folders, the project's root folder and the sample's file aside). A
 function is kept with its code, defaults, keyword defaults and closure cells' contents; a mapping with every
 entry. Then:
-- every kept function whose code comes from one of those test files is compared with the code compiled from
-  the file's text as it was when the session started (with and without pytest's assertion rewriting, as
-  pytest may load it either way): a test changed before the snapshot, at import or through a bytecode cache,
-  is not the code of its file; and the function pytest calls for an item must be test code or wrap it;
+- every kept function whose code comes from a file of the copy (the sample's aside) is compared with the code
+  compiled from the file's text (as read when the session started, for the test files; with and without
+  pytest's assertion rewriting, as pytest may load it either way): a test changed before the snapshot, at
+  import or through a bytecode cache, is not the code of its file; and the function pytest calls for an item
+  must be the project's code (its tests, a base class's test method) or wrap it, never the sample's;
 - `changes` compares everything with the snapshot, by identity, after every test and at the end, and (Python
   3.8+) an audit hook sees any `__code__`, `__defaults__` or `__kwdefaults__` set on a kept function at any
   moment and from any thread, even when it is put back before the next check.
@@ -131,10 +132,10 @@ def _cell(cell):
 
 def _test_modules(items: list, root: str, sample: str) -> dict[str, types.ModuleType]:
     """The modules of the items, the conftest files, and the other modules of the items' folders when those
-    are test folders (named so: a package's folder also holds project modules, whose state is the project's),
-    never the sample's file."""
+    are test folders (their path says test: a package's folder also holds project modules, whose state is the
+    project's), never the sample's file."""
     files = {_file_of(i) for i in items} - {None}
-    folders = {f for f in map(os.path.dirname, files) if f != root and "test" in os.path.basename(f).lower()}
+    folders = {f for f in map(os.path.dirname, files) if f != root and "test" in os.path.relpath(f, root).lower()}
     inside = (root + os.sep, os.path.abspath(os.getcwd()) + os.sep)
     out = {}
     for module in list(sys.modules.values()):
@@ -194,6 +195,7 @@ def take(items: list, root: str, sample: str) -> list[str]:
     """Snapshot the items' test code (see the module docstring); returns what is not the code of its file."""
     started = _clock()
     root, sample = os.path.realpath(root), os.path.realpath(os.path.join(root, sample)) if sample else ""
+    _state.update(root=root, sample=sample)
     modules = _test_modules(items, root, sample)
     problems = _watch(items, modules, root, sample)
     _install_audit()
@@ -208,7 +210,7 @@ def _watch(items: list, modules: dict, root: str, sample: str) -> list[str]:
         if func is not None:
             owners.append((item, "obj", func, f"the test {item.nodeid}"))
             if _file_of(item) != sample:  # a task whose function is in a test file: its tests are the sample's
-                problems += _not_test_code(item.nodeid, func, modules)
+                problems += _not_test_code(item.nodeid, func)
             functions += [(f"{item.nodeid}", f) for f in _reached(func)]
         for fixturedef, fixture in _fixture_functions(item):
             if fixture is not None:
@@ -223,7 +225,7 @@ def _watch(items: list, modules: dict, root: str, sample: str) -> list[str]:
                 mappings.append((f"{rel}::{value.__qualname__}", vars(value), None))
             functions += [(f"{rel}::{getattr(f, '__qualname__', name)}", f) for f in _methods_of(value)]
     kept = _dedupe(functions)
-    problems += [p for label, f in kept for p in _not_its_file(label, f, modules)]
+    problems += [p for label, f in kept for p in _not_its_file(label, f)]
     _state.update(functions=[(label, f, _held(f)) for label, f in kept], owners=owners,
                   mappings=[(label, m, dict(m), module, dict(m)) for label, m, module in mappings])
     return problems
@@ -243,10 +245,16 @@ def _held(f) -> tuple:
     return f.__code__, f.__defaults__, f.__kwdefaults__, f.__closure__, cells
 
 
-def _not_its_file(label: str, func, modules: dict) -> list[str]:
-    """A function whose code comes from a test file but is not that file's code (compiled from its text)."""
+def _ours(path: str) -> bool:
+    """A file of the copy other than the sample's: the project's tests and modules, as verified."""
+    return path.startswith(_state["root"] + os.sep) and path != _state["sample"]
+
+
+def _not_its_file(label: str, func) -> list[str]:
+    """A function the tests run whose code comes from a file of the copy, but is not that file's code (compiled
+    from its text)."""
     path = os.path.realpath(func.__code__.co_filename)
-    if path not in modules:
+    if not _ours(path):
         return []
     text = _source(path)
     if text is None:
@@ -257,9 +265,10 @@ def _not_its_file(label: str, func, modules: dict) -> list[str]:
     return [f"the code of {label} is not the code of {os.path.basename(path)} (changed before collection ended)"]
 
 
-def _not_test_code(nodeid: str, func, modules: dict) -> list[str]:
-    """The function an item runs is test code, or a wrapper (a decorator's) of test code."""
-    if any(os.path.realpath(f.__code__.co_filename) in modules for f in _reached(func)):
+def _not_test_code(nodeid: str, func) -> list[str]:
+    """The function an item runs is the project's code (its tests, a base class's test method, a helper), or
+    a wrapper (a decorator's) of it; not the sample's."""
+    if any(_ours(os.path.realpath(f.__code__.co_filename)) for f in _reached(func)):
         return []
     return [f"the test {nodeid} runs {getattr(func, '__qualname__', func)!r} from "
             f"{os.path.basename(func.__code__.co_filename)}, not test code"]
