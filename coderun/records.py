@@ -295,6 +295,7 @@ class FindingKind(str, Enum):
     PLUGIN_REGISTERED_DURING_TESTS = "plugin_registered_during_tests"
     RUNTIME_REPLACED = "runtime_replaced"            # a builtin, or a sys attribute pytest calls
     OUTCOME_FORGED = "outcome_forged"                # a phase that raised, reported otherwise
+    TESTS_CHANGED = "tests_changed"                  # the collected test code changed, or is not its files' code
     # the records' pass not borne out by what the process wrote elsewhere (runner/corroborate)
     UNCORROBORATED = "uncorroborated"
     UNKNOWN_REPORTER_CODE = "unknown_reporter_code"   # a code coderun does not know: fail safe
@@ -427,6 +428,8 @@ class RunEnvironment(Record):
 
     coderun: CoderunEnvironment
     projects: dict[str, ProjectEnvironment] = Field(default_factory=dict)
+    isolation: str = ""                # how samples were kept apart: container, namespaces or none ("": older)
+    isolation_note: str = ""           # what made them (bubblewrap's version), or why there were none
 
 
 def _canonical(name: str) -> str:

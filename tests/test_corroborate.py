@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from sandbox_fixtures import NODEIDS, spec_for, tiny_project, tiny_venv  # noqa: F401
+from sandbox_fixtures import NODEIDS, quiet, spec_for, tiny_project, tiny_venv  # noqa: F401
 
 from coderun.records import FindingKind, VerdictKind
 from coderun.runner.corroborate import corroborate, summary_counts, summary_lines
@@ -150,7 +150,7 @@ SAMPLES = {"forged channel": FORGE.format(ids=NODEIDS, extra=""),
 
 
 def _naive(request):
-    with pytest.warns(UserWarning), create_sandbox("local", spec_for("local", request)) as sb:
+    with quiet(), create_sandbox("local", spec_for("local", request)) as sb:
         return {name: run_sample(sb, relfile="pkg/mod.py", new_source=code, nodeids=NODEIDS, timeout=60,
                                  per_test_timeout=10, env={}) for name, code in SAMPLES.items()}
 

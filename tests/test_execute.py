@@ -4,7 +4,7 @@ early exits, forged output, conftest files and patched reporting never pass."""
 from __future__ import annotations
 
 import pytest
-from sandbox_fixtures import LIMITS, NODEIDS, test_image, tiny_project, tiny_venv  # noqa: F401
+from sandbox_fixtures import LIMITS, NODEIDS, quiet, test_image, tiny_project, tiny_venv  # noqa: F401
 from sandbox_fixtures import sandbox as sandbox  # noqa: F401  (the parametrized fixture)
 
 from coderun.records import Finding, FindingKind, VerdictKind
@@ -138,7 +138,7 @@ def test_a_broken_sandbox_is_infra_not_fail(request, tmp_path):
 
     from coderun.sandbox import create_sandbox
 
-    with pytest.warns(UserWarning):
+    with quiet():
         sb = create_sandbox("local", spec_for("local", request))
         sb.start()
     sb.close()
@@ -182,6 +182,6 @@ def test_node_ids_are_rooted_at_the_tree_when_an_ini_file_is_below_it(tmp_path, 
         (root / rel).write_text(text)
     spec = SandboxSpec(project="mono", project_dir=str(root), python=str(request.getfixturevalue("tiny_venv")),
                        import_root="sub", limits=LIMITS)
-    with pytest.warns(UserWarning), create_sandbox("local", spec) as sb:
+    with quiet(), create_sandbox("local", spec) as sb:
         ev = run(sb, GOOD, relfile="sub/pkg/mod.py", nodeids=["sub/tests/test_mod.py::test_add"])
     assert verdict(ev) is VerdictKind.PASS, ev

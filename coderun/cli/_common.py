@@ -11,6 +11,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from typer.core import TyperGroup
 
 from coderun.choices import Backend
@@ -43,9 +44,21 @@ class CoderunGroup(TyperGroup):
 
 
 def warn_if_unisolated(backend: Backend) -> None:
-    if not backend.isolated:
-        err_console.print(f"[yellow]{backend} backend: samples run as your user, without isolation; use it for "
-                          "trusted code or inside a disposable machine (see README, threat model)[/]")
+    """Say how samples will be kept apart on this machine (before a run records it)."""
+    from coderun.choices import Isolation
+    from coderun.sandbox.project import isolation_of
+
+    say_isolation(*isolation_of(backend, Isolation.AUTO))
+
+
+def say_isolation(isolation: str, note: str) -> None:
+    """A run's first line about its samples' isolation: `none` is a warning."""
+    if isolation == "none":
+        err_console.print(f"[yellow]isolation: none ({escape(note)}): samples run as your user, with your files and "
+                          "network; use it for trusted code or inside a disposable machine (see README, threat "
+                          "model)[/]", soft_wrap=True)
+    elif isolation:
+        err_console.print(f"isolation: {isolation} ({escape(note)})", soft_wrap=True, highlight=False)
 
 
 def print_error(e: CoderunError, prefix: str = "") -> None:

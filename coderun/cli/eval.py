@@ -20,6 +20,7 @@ from coderun.cli._common import (
     print_json,
     print_table,
     project_selection,
+    say_isolation,
     warn_if_unisolated,
     with_registry,
 )
@@ -57,6 +58,9 @@ def eval_command(
     rigor: str = typer.Option("base", "--rigor", help="The headline verdict: base (the project's tests) or "
                               "plus (pass+: and agreeing with the original on the task's differential inputs). "
                               "Both are kept and reported."),
+    isolation: str = typer.Option("auto", "--isolation", help="local backend: auto (each sample in namespaces of "
+                                  "its own where this machine can make them, else none, said at the start), "
+                                  "namespaces (required) or none (samples share this machine)."),
     k: str = typer.Option("1,5,10", "-k", help="Comma-separated k for pass@k."),
     under_k: UnderK = typer.Option(UnderK.EXCLUDE, "--under-k", help="Tasks with fewer than k samples: "
                                    "exclude them, or count them CoderEval's way."),
@@ -82,8 +86,12 @@ def eval_command(
             samples=samples, ground_truth=ground_truth, blank=blank, projects=tuple(project or ()),
             level=Level.parse(level) if level else None, backend=backend or default_backend(), jobs=jobs,
             include_weak=include_weak, run_dir=run_dir, label=label, executor=executor, cluster=cluster,
-            rigor=rigor))
-    warn_if_unisolated(store.info().eval_config().backend)
+            rigor=rigor, isolation=isolation))
+    env = store.environment()
+    if env is not None and env.isolation:
+        say_isolation(env.isolation, env.isolation_note)
+    else:  # a run started before coderun recorded its isolation
+        warn_if_unisolated(store.info().eval_config().backend)
     summary = _execute(store, s, jobs if resume else None, cluster)
     for note in summary.problems:  # samples that fell back from the workers executor to the naive one
         err_console.print(note, style="yellow", soft_wrap=True, markup=False, highlight=False)

@@ -10,7 +10,7 @@ image lookup, and a changed test command rebuilds only the baseline layer. The s
 same tag on any machine, so a missing image is pulled by it from a registry when one is set (registry.py). Every build runs with
 networking disabled; the host downloads (PyPI, Debian) and the image never does. Layout in the image:
     /opt/venv                 the virtual environment (dependencies, pytest, coverage); on PATH
-    /work/project             the project's tree, owned by `coderun`; PYTHONPATH=/work/project/<import_root>
+    /work/project             the tree while the baseline runs (after it: /opt/coderun/pristine, root-only)
     /opt/coderun/baseline/    junit.xml, output.log, exit_code, duration_ms, python_version (root-owned)
 The host keeps build logs, wheelhouses, baseline records and each image's installed versions
 (`packages/<project>-<key>.json`, a ProjectEnvironment listed by the image's python in a container
@@ -35,7 +35,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from coderun.config import Settings
-from coderun.envs import dockerlib, registry, services
+from coderun.envs import dockerlib, installed, registry, services
 from coderun.envs.base_image import PYTHON_IN_IMAGE, BaseSpec, BaseStrategy, base_spec, build_base_image
 from coderun.envs.local import find_python, pin_requirements, pip_requirements, resolve_date
 from coderun.envs.logs import tail
@@ -47,6 +47,7 @@ from coderun.manifests.schema import Manifest
 from coderun.records import Baseline, ProjectEnvironment
 
 PROJECT_DIR = "/work/project"
+PRISTINE_DIR = "/opt/coderun/pristine"   # the tree once the baseline ran: readable by root only
 BASELINE_DIR = "/opt/coderun/baseline"
 IMAGE_USER = "coderun"
 _console = Console(stderr=True)
@@ -93,7 +94,7 @@ class ProjectImage:
     environment: ProjectEnvironment  # the interpreter and every distribution installed in the image
     built: tuple[str, ...]  # the layers built by this call; empty for a cache hit
     pulled_from: str | None = None  # the registry it was pulled from by this call
-    workdir: str = PROJECT_DIR
+    workdir: str = PRISTINE_DIR
     python_path: str = PYTHON_IN_IMAGE
     user: str = IMAGE_USER
 
@@ -136,7 +137,7 @@ def plan_image(manifest: Manifest, settings: Settings, client: docker.DockerClie
     key = dockerlib.content_hash(
         f"{manifest.name}:src-{source_key}", baseline_script(manifest, co.commit),
         json.dumps(manifest.tests.model_dump(mode="json", exclude=manifest.tests.BASELINE_EXCLUDE), sort_keys=True),
-        dockerlib.recipe_text("baseline.Dockerfile"))
+        dockerlib.recipe_text("baseline.Dockerfile"), installed.SOURCE)
     return ImagePlan(manifest, co, spec, deps_key, source_key, key)
 
 
@@ -366,8 +367,8 @@ def baseline_script(manifest: Manifest, commit: str) -> str:
 def _build_baseline(plan: ImagePlan, settings: Settings, client: docker.DockerClient,
                     console: Console) -> None:
     m = plan.manifest
-    context = dockerlib.Context(dockerlib.recipe_text("baseline.Dockerfile"),
-                                {"baseline.sh": baseline_script(m, plan.checkout.commit)}, {})
+    files = {"baseline.sh": baseline_script(m, plan.checkout.commit), "installed.py": installed.SOURCE}
+    context = dockerlib.Context(dockerlib.recipe_text("baseline.Dockerfile"), files, {})
     log = _log(settings, plan, "baseline", plan.key)
     dockerlib.build_image(
         client, context, tag=plan.tag, buildargs={"BASE": plan.source_tag},

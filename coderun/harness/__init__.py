@@ -13,8 +13,8 @@ from pathlib import Path
 HARNESS_DIR = Path(__file__).parent
 
 # The reporter (a pytest plugin, loaded with `-p coderun_reporter`) and what it imports: every executor's.
-REPORTER_FILES = ("coderun_reporter.py", "coderun_integrity.py", "coderun_values.py", "coderun_differential.py",
-                  "coderun_mutants.py")
+REPORTER_FILES = ("coderun_reporter.py", "coderun_integrity.py", "coderun_testcode.py", "coderun_values.py",
+                  "coderun_differential.py", "coderun_mutants.py")
 
 # The recorder (a pytest plugin, `-p coderun_recorder`), run by the task build in the project's venv, never in a
 # sandbox: what it imports.

@@ -39,6 +39,7 @@ import time
 import _pytest.outcomes as _pytest_outcomes
 import coderun_differential as differential
 import coderun_integrity as integrity
+import coderun_testcode as testcode
 import pytest
 
 _TOKEN, _TIMEOUT, _ROOT, _FD, _STDERR = "", 0.0, "", -1, None
@@ -124,10 +125,12 @@ _REPLACED_CODES = {"_pytest": "pytest_replaced", "pytest": "pytest_replaced", "p
                    "unittest": "unittest_replaced", "coderun_reporter": "reporter_replaced",
                    "coderun_integrity": "reporter_replaced", "coderun_values": "reporter_replaced",
                    "coderun_differential": "reporter_replaced", "coderun_mutants": "reporter_replaced",
+                   "coderun_testcode": "reporter_replaced",
                    "builtins": "runtime_replaced",
                    "sys": "runtime_replaced"}
 _PLUGINS_CODE = "plugin_registered_during_tests"
 _FORGED_CODE = "outcome_forged"
+_TESTS_CODE = "tests_changed"
 _MESSAGES = {
     "replaced": "{name} was replaced ({where})",
     "added": "{name} was added ({where})",
@@ -137,6 +140,7 @@ _MESSAGES = {
     "plugins": "pytest plugins registered during the tests ({where}): {names}",
     "forged": "{nodeid} ({when}): the call raised {error} but its report says {outcome}",
     "timeout": "Timeout: test exceeded {seconds} s (coderun per-test timeout)",
+    "tests": "{what} ({where})",
 }
 
 
@@ -151,6 +155,8 @@ def _check_tampering(config, where: str) -> None:
         else:
             _emit("tamper", code=_REPLACED_CODES[name.partition(".")[0]],
                   what=_MESSAGES[change].format(name=name, where=where))
+    for what in testcode.changes() if _state.get("tests_taken") else ():
+        _emit("tamper", code=_TESTS_CODE, what=_MESSAGES["tests"].format(what=what, where=where))
     after = _state.get("plugins_after_collection")
     if after is not None:
         current = {id(p) for p in config.pluginmanager.get_plugins()}
@@ -176,6 +182,8 @@ def pytest_configure(config):
 def pytest_addoption(parser):
     parser.addoption("--coderun-keep", action="append", default=None, metavar="NODEID",
                      help="run only these node ids (repeatable); the others collected are deselected")
+    parser.addoption("--coderun-sample", default="", metavar="FILE",
+                     help="the file holding the sample's code (relative to the root): not test code")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -245,6 +253,7 @@ def pytest_sessionstart(session):
     every plugin's sessionstart has run too. A sample's code runs this early only from a conftest the
     project loads first."""
     _state["plugins_before_session"] = {id(p) for p in session.config.pluginmanager.get_plugins()}
+    testcode.read_sources(_test_sources(session.config))
     yield
     integrity.take()
     _state["channel"] = (_FD, _TOKEN)
@@ -266,6 +275,17 @@ def pytest_collection_finish(session):
              for p in plugins if id(p) not in before and not _is_pytest_own(p)]
     _emit("collected", nodeids=[_report_ids.get(item.nodeid, item.nodeid) for item in session.items],
           plugins=added)
+    for what in testcode.take(list(session.items), _ROOT, session.config.getoption("coderun_sample")):
+        _emit("tamper", code=_TESTS_CODE, what=_MESSAGES["tests"].format(what=what, where="when collection ended"))
+    _state["tests_taken"] = True
+
+
+def _test_sources(config) -> list[str]:
+    """The test files the kept node ids name and the conftest files loaded: their text as the session starts."""
+    files = {os.path.join(_ROOT, k.split("::", 1)[0]) for k in config.getoption("coderun_keep") or ()}
+    files |= {str(getattr(m, "__file__", "")) for n, m in list(sys.modules.items())
+              if n.rpartition(".")[2] == "conftest" and str(getattr(m, "__file__", "")).startswith(_ROOT)}
+    return sorted(os.path.realpath(f) for f in files if f)
 
 
 def pytest_runtest_logstart(nodeid, location):
@@ -391,7 +411,7 @@ def pytest_sessionfinish(session, exitstatus):
     if _DIFF is not None:
         _differential(session)
     _check_tampering(session.config, "at the end of the session")
-    _emit("finish", exitstatus=int(exitstatus), integrity=dict(integrity.cost))
+    _emit("finish", exitstatus=int(exitstatus), integrity={**integrity.cost, **testcode.cost})
 
 
 def _differential(session) -> None:

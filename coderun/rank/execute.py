@@ -27,7 +27,7 @@ from pathlib import Path
 from coderun.config import Settings
 from coderun.envs.testrun import test_env
 from coderun.errors import SandboxError
-from coderun.evaluation.evaluate import RunProject, run_projects, task_slug
+from coderun.evaluation.evaluate import RunProject, run_isolation, run_projects, task_slug
 from coderun.evaluation.ranking import ExecStatus, Execution, GeneratedTests, RankTests
 from coderun.evaluation.store import RunStore
 from coderun.rank.generate import generated_file, generated_path
@@ -67,7 +67,8 @@ def run_jobs(jobs: list[Job], store: RunStore, settings: Settings, *, slots: int
         return []
     config = store.info().eval_config()
     tasks = {j.task.task_id: j.task for j in jobs}
-    projects = run_projects(sorted({j.task.project for j in jobs}), config, settings, tasks)
+    projects = run_projects(sorted({j.task.project for j in jobs}), config, settings, tasks,
+                            run_isolation(store, config))
     jobs = sorted(jobs, key=lambda j: (j.task.project, j.task.task_id, j.hash))  # a worker stays on a project
     out = []
     with make_pool(config.executor, config.backend, {n: p.spec for n, p in projects.items()}, slots) as pool, \

@@ -305,6 +305,8 @@ def _environment_section(r: RunReport, several: bool) -> list[str]:
     c = env.coderun
     out.append(f'<p class="meta">coderun {_e(c.coderun)} on Python {_e(c.python)} ({_e(c.implementation)}, '
                f"{_e(c.platform)}); <code>{ENVIRONMENT_FILE}</code> in the run folder lists the same versions</p>")
+    if env.isolation:
+        out.append(f'<p class="meta">isolation of the samples: <b>{_e(env.isolation)}</b> ({_e(env.isolation_note)})</p>')
     if c.missing:
         out.append('<p class="note">Required by coderun but not installed: '
                    + ", ".join(f"<code>{_e(m)}</code>" for m in c.missing) + "</p>")

@@ -81,6 +81,8 @@ def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
 def _md_run(r: RunReport) -> list[str]:
     out = [f"# coderun report: {r.label}", ""]
     meta = f"run `{r.run_id}` ({r.kind}), under-k policy `{r.under_k.value}`, values in %"
+    if r.environment is not None and r.environment.isolation:
+        meta += f", isolation: {r.environment.isolation}"
     if r.source:
         meta += f", imported from `{r.source}`"
     out += [meta, ""]
@@ -162,6 +164,8 @@ def _md_environment(env: RunEnvironment | None) -> list[str]:
     c = env.coderun
     out += [f"coderun {c.coderun} on Python {c.python} ({c.implementation}, {c.platform}); "
             f"{ENVIRONMENT_FILE} in the run folder lists the same versions.", ""]
+    if env.isolation:
+        out += [f"Isolation of the samples: **{env.isolation}** ({env.isolation_note}).", ""]
     if c.missing:
         out += ["Required by coderun but not installed: " + ", ".join(f"`{m}`" for m in c.missing), ""]
     out += _md_table([f"coderun's dependencies ({len(c.packages)})", "version"],
