@@ -89,11 +89,11 @@ def run_spec(spec: str, n: int, out: Path, home: Path, backend: str) -> dict:
         if step == "env":
             row["baseline"] = _baseline(home, row.get("name", ""))
         elif step == "tasks":
-            report = json.loads(proc.stdout)["projects"][0]
+            report = json.loads(proc.stdout.strip().splitlines()[-1])["projects"][0]
             row["verified"] = f"{report['statuses'].get('verified', 0)}/{report['candidates']}"
             row["mapping"] = report["mapping"]
         elif step in ("truth", "blank"):
-            row[step] = pass_at_1(json.loads(proc.stdout)["run_dir"])
+            row[step] = pass_at_1(json.loads(proc.stdout.strip().splitlines()[-1])["run_dir"])
     row["minutes"] = round((time.monotonic() - started) / 60, 1)
     row["unedited"] = not row["step"] and row.get("truth") == 100.0 and row.get("blank") == 0.0
     if not row["step"] and not row["unedited"]:

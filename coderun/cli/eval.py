@@ -107,7 +107,7 @@ def _start(s: Settings, req: EvalRequest) -> RunStore:
     if summary.skipped_samples:
         err_console.print(f"{summary.skipped_samples} samples are for tasks outside the selection and were "
                           "left out")
-    console.print(f"run folder: {store.path}", soft_wrap=True)
+    err_console.print(f"run folder: {store.path}", soft_wrap=True)  # stdout is the report's (or --json's)
     return store
 
 

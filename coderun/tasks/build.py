@@ -262,10 +262,11 @@ def no_candidates(manifest: Manifest, selection: Selection, functions: int) -> T
     """The error of a build with no candidate: which rules dropped the functions, and the option that helps."""
     why = ", ".join(f"{n} {reason}" for reason, n in sorted(selection.rejected.items(), key=lambda kv: -kv[1]))
     hint = "check tasks.discover (include, exclude) and tasks.targets in the manifest"
-    if selection.rejected.get("no English docstring", 0) * 2 >= functions > 0:
+    code = functions - selection.rejected.get("test code", 0) - selection.rejected.get("file not included", 0)
+    if selection.rejected.get("no English docstring", 0) * 2 >= code > 0:
         hint = ("most functions have no docstring: `tasks.discover.undocumented: true` takes them too (their "
                 "prompt has the signature and context only), or `coderun projects add ... --undocumented`")
-    elif selection.rejected.get("file not included", 0) >= functions > 0:
+    elif code <= 0 < selection.rejected.get("file not included", 0):
         hint = "no function is in a file tasks.discover.include names: check its globs"
     return TaskError(f"{manifest.name}: no candidate function among the {functions} the analysis found"
                      + (f" ({why})" if why else "") + "; nothing to build", hint=hint)
