@@ -6,7 +6,8 @@
 A SPEC is what `coderun projects add` takes (`pkg==version`, a git URL, a local checkout), optionally followed
 by `projects add` options after a `;` (e.g. `./checkout;--name parse`). Each step runs through the command line
 in a subprocess, as a person would, with nothing edited between steps: the draft goes to `DIR/<n>.yaml`, every
-step's output to `DIR/<n>.<step>.log`. A project counts as unedited when every step exits 0, ground truth
+step's output to `DIR/<n>.<step>.log`. `tasks build` runs with `--no-rigor` (pass+ inputs are not what ground
+truth and blank measure) unless `--rigor`. A project counts as unedited when every step exits 0, ground truth
 passes 100% and blank 0%. Printed: one row per spec (the draft's source date and its evidence, Python, build
 backend, baseline passed/failed, verified tasks, ground truth and blank pass@1, minutes, the first failing
 step and its first error line), then the unedited total. Builds share `--home` (default: a folder under the
@@ -67,14 +68,15 @@ def draft_facts(manifest: Path) -> dict:
             "evidence": evidence.group(1)[:60] if evidence else ""}
 
 
-def run_spec(spec: str, n: int, out: Path, home: Path, backend: str) -> dict:
+def run_spec(spec: str, n: int, out: Path, home: Path, backend: str, rigor: bool = False) -> dict:
     source, _, extra = spec.partition(";")
     manifest = out / f"{n:02d}.yaml"
     row: dict = {"spec": source, "step": "", "error": "", "unedited": False}
     started = time.monotonic()
     steps = [("add", ["projects", "add", source, "-o", str(manifest), "--force", *shlex.split(extra)]),
              ("env", ["env", "build", str(manifest), "--backend", backend]),
-             ("tasks", ["tasks", "build", str(manifest), "--backend", backend, "-j", "1", "--json"]),
+             ("tasks", ["tasks", "build", str(manifest), "--backend", backend, "-j", "1", "--json",
+                        *([] if rigor else ["--no-rigor"])]),
              ("truth", ["eval", "--project", str(manifest), "--ground-truth", "--backend", backend, "-j", "1",
                         "--json"]),
              ("blank", ["eval", "--project", str(manifest), "--blank", "--backend", backend, "-j", "1", "--json"])]
@@ -143,6 +145,8 @@ def main() -> None:
     ap.add_argument("--home", type=Path, default=DEFAULT_HOME, help=f"CODERUN_HOME (default {DEFAULT_HOME})")
     ap.add_argument("--backend", default="local", choices=["local", "docker"])
     ap.add_argument("--markdown", action="store_true", help="a table for the README")
+    ap.add_argument("--rigor", action="store_true", help="also derive the pass+ inputs in `tasks build` (ground "
+                    "truth and blank do not need them; off by default to save time)")
     args = ap.parse_args()
     specs = list(args.specs)
     if args.file:
@@ -155,7 +159,7 @@ def main() -> None:
     print(f"drafts and logs in {out}; CODERUN_HOME={args.home}", file=sys.stderr)
     rows = []
     for n, spec in enumerate(specs, start=1):
-        row = run_spec(spec, n, out, args.home, args.backend)
+        row = run_spec(spec, n, out, args.home, args.backend, args.rigor)
         print(f"[{n}/{len(specs)}] {spec}: {'unedited' if row['unedited'] else 'failed at ' + row['step']} "
               f"({row['minutes']} min) {row['error']}", file=sys.stderr, flush=True)
         rows.append(row)
