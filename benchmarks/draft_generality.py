@@ -56,16 +56,21 @@ def pass_at_1(run_dir: str) -> float | None:
     report = json.loads((Path(run_dir) / "report.json").read_text())
     overall = report.get("overall") or {}
     value = (overall.get("pass@k") or {}).get("1")
-    return None if value is None else float(value)
+    return None if value is None else round(100 * float(value), 2)  # the report's fraction, as a percentage
 
 
 def draft_facts(manifest: Path) -> dict:
     text = manifest.read_text()
     data = yaml.safe_load(text)
     date = (data.get("install") or {}).get("resolve_as_of")
-    evidence = re.search(r"^# resolve_as_of: (.*?)(?:;|$)", text, re.M)
+    evidence = re.search(r"^# resolve_as_of: ((?:.|\n# )*?)(?:;|$)", text, re.M)
+    why = evidence.group(1).replace("\n# ", " ") if evidence else ""
+    labels = (("--as-of", "--as-of"), ("moved to", "newest pin"), ("tag ", "tag's release"),
+              ("the release", "release upload"), ("version ", "metadata version's release"),
+              ("commit's date", "commit date"), ("only commit", "lone commit"), ("sdist was made", "PKG-INFO time"),
+              ("dates version", "changelog"), ("newest date", "changelog"), ("its pin", "newest pin"))
     return {"name": data["name"], "python": data["python"], "as_of": str(date) if date else "–",
-            "evidence": evidence.group(1)[:60] if evidence else ""}
+            "evidence": next((label for key, label in labels if key in why), why[:40])}
 
 
 def run_spec(spec: str, n: int, out: Path, home: Path, backend: str, rigor: bool = False) -> dict:
@@ -147,7 +152,11 @@ def main() -> None:
     ap.add_argument("--markdown", action="store_true", help="a table for the README")
     ap.add_argument("--rigor", action="store_true", help="also derive the pass+ inputs in `tasks build` (ground "
                     "truth and blank do not need them; off by default to save time)")
+    ap.add_argument("--rows", type=Path, help="print the table of an earlier run's rows.json, running nothing")
     args = ap.parse_args()
+    if args.rows:
+        print_rows(json.loads(args.rows.read_text()), args.markdown)
+        return
     specs = list(args.specs)
     if args.file:
         specs += [ln.split("#", 1)[0].strip() for ln in args.file.read_text().splitlines() if ln.split("#", 1)[0].strip()]
@@ -163,7 +172,7 @@ def main() -> None:
         print(f"[{n}/{len(specs)}] {spec}: {'unedited' if row['unedited'] else 'failed at ' + row['step']} "
               f"({row['minutes']} min) {row['error']}", file=sys.stderr, flush=True)
         rows.append(row)
-    (out / "rows.json").write_text(json.dumps(rows, indent=1))
+        (out / "rows.json").write_text(json.dumps(rows, indent=1))  # after each spec: a stopped run keeps its rows
     print_rows(rows, args.markdown)
 
 
