@@ -280,3 +280,10 @@ def test_a_git_draft_with_a_history_keeps_the_commit_date(tmp_path):
         git.Repo(repo).git.commit("-qam", "second")
     text = draft_manifest(str(repo), Settings(home=tmp_path / "home"))
     assert "# resolve_as_of: the commit's date" in text
+
+
+def test_pkg_resources_is_not_mapped_to_a_project_that_vendors_it(tmp_path):
+    """Cerberus' tests import pkg_resources: the draft required netoprmgr, one of sixteen projects shipping a copy."""
+    repo = make_repo(tmp_path / "proj", {**PKG, "tests/test_add.py": "import pkg_resources\n" + TEST_ADD})
+    d = draft(repo, tmp_path / "home")
+    assert "requirements" not in d.get("install", {}), d

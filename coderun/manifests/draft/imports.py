@@ -6,7 +6,9 @@ names of every distribution on PyPI, read from their files. Many distributions s
 (twenty ship a `magic`), so a name is resolved in this order: a distribution the project already declares;
 the only one; else the one with the most releases on the package index (the project people use, not a fork
 or a squatter: attrs over attr, PyJWT over jwt), among at most a dozen of those whose name holds the import
-name (scancode-toolkit ships a vendored `attr` too).
+name (scancode-toolkit ships a vendored `attr` too). A name that only vendored copies ship (sixteen projects
+ship a `pkg_resources`, setuptools is not among them) is left as it is: the index then says whether a
+distribution of that name exists.
 """
 
 from __future__ import annotations
@@ -58,7 +60,9 @@ def distribution_for(module: str, declared: set[str], release_count: Callable[[s
         return found[0]
     key = module.lower().replace("_", "")
     named = [n for n in found if key in re.sub(r"[-_.]", "", n.lower())]  # a vendored copy's name does not say it
-    ranked = sorted(named or found, key=lambda n: (normalize(n) != normalize(module), len(n), n))[:_MAX_RANKED]
+    if not named:  # only copies: the real provider is not a PyPI project of its own (setuptools' pkg_resources)
+        return module
+    ranked = sorted(named, key=lambda n: (normalize(n) != normalize(module), len(n), n))[:_MAX_RANKED]
     return max(ranked, key=lambda n: (release_count(n), -ranked.index(n)))
 
 

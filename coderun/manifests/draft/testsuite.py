@@ -248,7 +248,8 @@ class TestsGuess(DraftContext):
         local = {p.stem if p.suffix == ".py" else p.name for r in roots for p in r.iterdir()}
         pkgs, mods = self.packages(import_root)
         own = {Path(p).name for p in pkgs} | {Path(m).stem for m in mods}
-        stdlib = set(sys.stdlib_module_names) | {"__future__"}
+        # The standard library, and what every venv's tooling brings (setuptools' pkg_resources, pip).
+        stdlib = set(sys.stdlib_module_names) | {"__future__", "pkg_resources", "setuptools", "pip", "distutils"}
         found = Imports({}, {})
         for f in files:
             collected = set(unconditional_imports(f, in_functions=False))
