@@ -256,3 +256,17 @@ def test_a_project_given_as_a_manifest_path(project, tmp_path):
     verdicts = _verdicts(tmp_path / "run")
     assert {t for t, _ in verdicts} == {t.task_id for t in tasks.values()}
     assert {v for v, _ in verdicts.values()} == {"pass"}
+
+
+@pytest.mark.slow
+def test_a_capitalised_project_name_found_by_its_file_name(tmp_path, monkeypatch):
+    """`--project cerberus` for `cerberus.yaml` with `name: Cerberus` crashed with KeyError: 'Cerberus'."""
+    write_tree(tmp_path / "calc", PROJECT)
+    (tmp_path / "projects").mkdir()
+    (tmp_path / "projects" / "calc.yaml").write_text(
+        "name: Calc\nsource: {path: ../calc}\npython: '3.11'\ntests:\n  paths: [tests]\n")
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    res = CliRunner().invoke(app, ["eval", "--backend", "local", "--ground-truth", "--project", "calc",
+                                   "--projects", str(tmp_path / "projects"), "--run-dir", str(tmp_path / "run")])
+    assert res.exit_code == 0, res.output
+    assert {v for v, _ in _verdicts(tmp_path / "run").values()} == {"pass"}

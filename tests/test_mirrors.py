@@ -124,3 +124,13 @@ def test_bad_config_file_is_a_clear_error(tmp_path, monkeypatch, home):
     assert result.exit_code == 2
     assert "config.toml" in result.output and "TOML" in result.output
 
+
+
+def test_bare_mirror_without_a_config_file_is_recognised(tmp_path, monkeypatch, home, upstream):
+    """A bare mirror whose `config` was left out (git reads it fine) was passed over as not holding the rev."""
+    repo, first, _ = upstream
+    bare = _bare(repo, tmp_path / "mirrors" / "Owner+Proj.git")
+    (bare / "config").unlink()
+    monkeypatch.setenv("CODERUN_GIT_MIRRORS", str(tmp_path / "mirrors"))
+    co = checkout(_manifest(tmp_path, first), load_settings())
+    assert co.commit == first and co.origin == f"mirror {bare}"

@@ -16,7 +16,7 @@ from typer.core import TyperGroup
 
 from coderun.choices import Backend
 from coderun.config import Settings, load_settings
-from coderun.errors import CoderunError, EnvironmentBuildError
+from coderun.errors import CoderunError, EnvironmentBuildError, ProjectNotFound
 
 console = Console()
 err_console = Console(stderr=True)
@@ -93,11 +93,22 @@ def with_registry(s: Settings, registry: str | None) -> Settings:
 def project_selection(values: list[str] | None, project_dirs: list[Path] | None) -> tuple[Settings, list[str]]:
     """Settings and project names for `--project` values, names or manifest paths. A path's folder joins
     the user manifest folders, so that every later stage (and a resume) finds the manifest by its name."""
-    from coderun.manifests.schema import find_manifest, manifest_path
+    from coderun.manifests.schema import manifest_path
 
     paths = {v: p for v in values or [] if (p := manifest_path(v)) is not None}
     s = load_settings([*(project_dirs or []), *dict.fromkeys(p.resolve().parent for p in paths.values())])
-    return s, [find_manifest(v, s).name if v in paths else v for v in values or []]
+    return s, [_manifest_name(v, s) for v in values or []]
+
+
+def _manifest_name(value: str, s: Settings) -> str:
+    """The `name` of the manifest `value` finds (`cerberus` finds `name: Cerberus` by its file name); a name
+    no manifest has is kept, for the tasks stored under it."""
+    from coderun.manifests.schema import find_manifest
+
+    try:
+        return find_manifest(value, s).name
+    except ProjectNotFound:
+        return value
 
 
 def print_json(obj: Any) -> None:

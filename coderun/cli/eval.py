@@ -34,6 +34,7 @@ from coderun.manifests.schema import Manifest
 from coderun.records import Level, VerdictKind
 from coderun.report.metrics import UnderK, parse_ks
 from coderun.sandbox.project import default_backend
+from coderun.tasks.parallel import Meter
 
 
 def eval_command(
@@ -121,7 +122,7 @@ def _start(s: Settings, req: EvalRequest) -> RunStore:
     if summary.skipped_samples:
         err_console.print(f"{summary.skipped_samples} samples are for tasks outside the selection and were "
                           "left out")
-    console.print(f"run folder: {store.path}", soft_wrap=True)
+    err_console.print(f"run folder: {store.path}", soft_wrap=True)  # stdout is the report's (or --json's)
     return store
 
 
@@ -190,6 +191,10 @@ def _build_missing_tasks(s, req: EvalRequest) -> tuple[Resolver, dict[str, str]]
 def _execute(store: RunStore, s, jobs: int | None, cluster: str | None = None) -> RunSummary:
     total = len(store.samples())
     done = len([r for r in store.results() if r.verdict != VerdictKind.INFRA])
+    if not err_console.is_terminal:  # a log or CI: a line every few samples or seconds, not a silent bar
+        with Meter("eval", total, Counter({"done before": done} if done else {}), True, unit="samples",
+                   console=err_console) as meter:
+            return execute(store, s, jobs=jobs, cluster=cluster, progress=lambda r: meter.advance(r.verdict.value))
     counts = {"pass": 0, "fail": 0, "infra": 0}
     bar = Progress(TextColumn("[bold]eval[/]"), BarColumn(), MofNCompleteColumn(),
                    TextColumn("[green]{task.fields[ok]} pass[/] [red]{task.fields[bad]} fail[/] "

@@ -37,6 +37,7 @@ from rich.markup import escape
 from coderun.config import Settings
 from coderun.envs import dockerlib, installed, registry, services
 from coderun.envs.base_image import PYTHON_IN_IMAGE, BaseSpec, BaseStrategy, base_spec, build_base_image
+from coderun.envs.diagnose import baseline_failure
 from coderun.envs.local import find_python, pin_requirements, pip_requirements, resolve_date
 from coderun.envs.logs import tail
 from coderun.envs.sources import Checkout, checkout
@@ -127,9 +128,9 @@ def plan_image(manifest: Manifest, settings: Settings, client: docker.DockerClie
     # The project's own wheel (install.project / extras) is in the deps layer, so then it is per commit.
     needs_tree = manifest.install.project or bool(manifest.install.extras)
     as_of = resolve_date(manifest, co)  # a git source's commit date when the manifest gives none
-    deps_key = dockerlib.content_hash(
+    deps_key = dockerlib.content_hash(  # the source's own commit: supplementary tests install nothing
         spec.tag, spec.glibc, manifest.python, install, _requirement_files(manifest, co.path),
-        co.commit if needs_tree else "", dockerlib.recipe_text("deps.Dockerfile"),
+        co.upstream_commit if needs_tree else "", dockerlib.recipe_text("deps.Dockerfile"),
         *([f"as-of {as_of}"] if as_of else []))
     source_key = dockerlib.content_hash(
         f"{manifest.name}:deps-{deps_key}", co.commit, manifest.import_root, install,
@@ -423,10 +424,10 @@ def read_baseline(plan: ImagePlan, client: docker.DockerClient, settings: Settin
     log.write_bytes(files.get("output.log", b""))
     exit_code = int(files.get("exit_code", b"-1").strip() or -1)
     if exit_code not in (0, 1) or "junit.xml" not in files:
+        cause, hint = baseline_failure(log, m, exit_code)
         raise EnvironmentBuildError(
-            f"{m.name}: the test suite did not run in the image (pytest exit {exit_code})",
-            log_path=str(log), log_tail=tail(log),
-            hint="check tests.paths and tests.args in the manifest (exit 124/137: tests.timeout)")
+            f"{m.name}: the test suite did not run in the image (pytest exit {exit_code}): {cause}",
+            log_path=str(log), log_tail=tail(log), hint=f"{hint} (exit 124/137: tests.timeout)")
     with tempfile.NamedTemporaryFile(suffix=".xml") as junit:
         junit.write(files["junit.xml"])
         junit.flush()

@@ -4,7 +4,9 @@ The whole suite runs once, in the project's environment, on a temporary copy of 
 coverage.py with one dynamic context per test (a tiny pytest plugin switches the context around each
 test's setup/call/teardown). The plugin also records every test's outcome under pytest's own node id,
 so the map never depends on how a junit report names inherited or parametrized tests.
-When coverage cannot be collected, tests are matched to modules by file name instead (weaker).
+A coverage run that fails is an error naming its cause (an old coverage pinned by the manifest, say): falling
+back to matching tests by file name would verify a fraction of the tasks without a word. A run that completes
+but records no line of the project still matches by file name (weaker), and the build report says so.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterable
@@ -228,7 +231,8 @@ def test_file(nodeid: str) -> str:
 
 def collect_coverage(manifest: Manifest, python: Path, tree: Path, baseline: Baseline | None, *,
                      log: Path | None = None) -> CoverageMap:
-    """Run the suite on a copy of `tree` under coverage with per-test contexts; fall back by file name.
+    """Run the suite on a copy of `tree` under coverage with per-test contexts (a run that fails raises
+    TaskError with its cause); tests are matched by file name when it records no line of the project.
 
     `tree` is never modified: everything happens in a temporary copy.
     """
@@ -237,12 +241,8 @@ def collect_coverage(manifest: Manifest, python: Path, tree: Path, baseline: Bas
         work = Path(tmp)
         copy = work / "tree"
         shutil.copytree(tree, copy, symlinks=True, ignore=shutil.ignore_patterns(".git"))
-        network, network_note, positions = {}, "the coverage run did not complete", {}
-        try:
-            lines, outcomes, network, network_note, positions = _run_with_contexts(manifest, python, copy, work, log)
-            reason = ""
-        except TaskError as e:
-            lines, outcomes, reason = {}, {}, e.message
+        lines, outcomes, network, network_note, positions = _run_with_contexts(manifest, python, copy, work, log)
+        reason = "" if lines else "the coverage run recorded no line of the project's files"
     passing = {n for n, o in outcomes.items() if o.outcome == "passed"}
     if baseline is not None:  # a test the baseline saw must have passed there too
         known = {t.nodeid for t in baseline.tests}
@@ -292,8 +292,10 @@ def _run_with_contexts(manifest: Manifest, python: Path, copy: Path, work: Path,
         run_logged(collect_cmd, copy, expand({**env, "CODERUN_COVCTX_OUT": str(collected_file)}, services.env),
                    manifest.tests.timeout, log, what="collecting the tests again")
     if out.returncode not in (0, 1) or not outcomes_file.is_file() or not data_file.is_file():
-        raise TaskError(f"{manifest.name}: the coverage run did not complete (exit {out.returncode}): "
-                        + _tail(out.stdout))
+        raise TaskError(f"{manifest.name}: the coverage run that maps tests to functions did not complete "
+                        f"(exit {out.returncode}){_old_coverage(python)}: " + _tail(out.stdout),
+                        hint="the baseline ran, so the suite runs without coverage; "
+                             + (f"see {log}" if log else "see the build's coverage log"))
     raw = json.loads(outcomes_file.read_text())
     again = json.loads(collected_file.read_text()).get("keys", {}) if collected_file.is_file() else {}
     renamed = by_position(raw.get("keys", {}), again)
@@ -321,6 +323,17 @@ def by_position(first: dict[str, str], second: dict[str, str]) -> dict[str, str]
         return {k: n for n, k in ids.items() if keys.count(k) == 1}
     a, b = unique(first), unique(second)
     return {n: k for k, n in a.items() if k in b and b[k] != n}
+
+
+def _old_coverage(python: Path) -> str:
+    """", coverage X is installed; coderun needs 5 or later" when the environment's coverage is too old."""
+    proc = subprocess.run([str(python), "-c", "import coverage; print(coverage.__version__)"], capture_output=True,
+                          text=True, timeout=60, stdin=subprocess.DEVNULL)
+    version = proc.stdout.strip()
+    if proc.returncode != 0 or not re.match(r"^\d+", version) or int(version.split(".")[0]) >= 5:
+        return ""
+    return (f", with coverage {version}: coderun needs coverage 5 or later (per-test contexts); replace the "
+            "manifest's coverage pin in install.requirements with coverage>=5")
 
 
 def _relativize(raw: dict[str, dict[str, list[str]]], copy: Path, renamed: dict[str, str]
