@@ -9,6 +9,7 @@ from coderun.config import load_settings
 from coderun.envs.local import build_local_env, find_local_env, load_baseline, local_packages
 from coderun.errors import EnvironmentBuildError
 from coderun.manifests.schema import load_manifest
+from coderun.tasks.coverage_map import collect_coverage
 from tests.helpers import TINY_PROJECT, write_tree
 
 runner = CliRunner()
@@ -130,3 +131,39 @@ def test_pre_install_output_is_seen_by_tasks_and_evaluation(tmp_path, monkeypatc
     assert report["overall"]["pass@k"]["1"] == 1.0
     # The source checkout itself stays as the commit has it.
     assert not list((tmp_path / "home" / "src").glob("gen-*/gen/_factor.py"))
+
+
+HANGING_TESTS = {"calc/tests/test_hang.py": '''import time
+
+
+def test_sleeps_forever():
+    time.sleep(600)
+
+
+def test_swallows_the_alarm():
+    while True:
+        try:
+            time.sleep(600)
+        except BaseException:
+            pass
+'''}
+
+
+@pytest.mark.slow
+def test_baseline_test_that_hangs_is_stopped_and_left_out(tmp_path, monkeypatch):
+    """A network test that hung stalled an environment build for 15 minutes: the baseline had no per-test limit."""
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    s = load_settings()
+    m = tiny_manifest(tmp_path, "  timeout_per_test: 2\n  timeout: 300\n")
+    write_tree(tmp_path, HANGING_TESTS)
+    warnings = []
+    env = build_local_env(m, s, warn=warnings.append)
+    baseline = load_baseline(env)
+    hung = {"tests/test_hang.py::test_sleeps_forever", "tests/test_hang.py::test_swallows_the_alarm"}
+    assert set(baseline.timed_out) == hung
+    assert baseline.passing() == {"tests/test_ops.py::test_add", "tests/test_ops.py::test_add_negative",
+                                  "tests/test_ops.py::test_unrelated"}
+    assert baseline.counts()["timed_out"] == 2 and "test_swallows_the_alarm" in warnings[0]
+    # The coverage run of the task build leaves them out too, instead of waiting on them.
+    covmap = collect_coverage(m, env.python, env.checkout.path, baseline)
+    assert covmap.kind == "coverage" and not hung & set(covmap.outcomes)

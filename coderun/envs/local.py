@@ -33,9 +33,18 @@ from coderun.envs.progress import Steps
 from coderun.envs.resolve import TOOLING, compile_requirements
 from coderun.envs.services import expand, start_services
 from coderun.envs.sources import Checkout, checkout, commit_date, pip_command
-from coderun.envs.testrun import parse_junit, pytest_command, test_env
+from coderun.envs.testrun import (
+    baseline_command,
+    install_limit,
+    limit_env,
+    parse_junit,
+    test_env,
+    timed_out_note,
+    timed_out_tests,
+)
 from coderun.envs.versions import PACKAGES_SCRIPT, project_environment
 from coderun.errors import EnvironmentBuildError
+from coderun.harness.coderun_baseline import ATTEMPTS
 from coderun.manifests.schema import Manifest
 from coderun.records import Baseline, ProjectEnvironment
 
@@ -234,7 +243,7 @@ def build_local_env(manifest: Manifest, settings: Settings, *, force: bool = Fal
     if env.ready and not force:
         return env
     if env.installed and not force:
-        return _rerun_baseline(manifest, env)
+        return _rerun_baseline(manifest, env, warn)
     python, exact = find_python(manifest.python)
     if not exact:
         warn(f"warning: no python{manifest.python} on PATH; {manifest.name} is built with "
@@ -269,6 +278,7 @@ def build_local_env(manifest: Manifest, settings: Settings, *, force: bool = Fal
             record_packages(env)
         with steps.step("baseline test run"):
             baseline = run_baseline(manifest, env, tree, venv_env)
+    _say_timed_out(manifest, baseline, warn)
     env.baseline_path.write_text(baseline.model_dump_json(indent=1))
     meta = {"project": manifest.name, "key": env.key, "tests_key": env.tests_key, "commit": co.commit,
             "python": str(python), "resolved_as_of": as_of.isoformat() if as_of else None,
@@ -309,13 +319,14 @@ def _prepare_tree(manifest: Manifest, source: Path, env: LocalEnv, venv_env: dic
                    log, f"pre_install command {command!r}")
 
 
-def _rerun_baseline(manifest: Manifest, env: LocalEnv) -> LocalEnv:
+def _rerun_baseline(manifest: Manifest, env: LocalEnv, warn) -> LocalEnv:
     """The manifest's `tests` changed but not its install spec: record the baseline again, keep the venv."""
     with Steps(f"env {manifest.name}") as steps, tempfile.TemporaryDirectory(prefix="coderun-build-") as tmp:
         tree = Path(tmp) / "tree"
         shutil.copytree(env.checkout.path, tree, symlinks=True, ignore=shutil.ignore_patterns(".git"))
         with steps.step("baseline test run (tests changed)"):
             baseline = run_baseline(manifest, env, tree, _venv_env(env.path / "venv"))
+    _say_timed_out(manifest, baseline, warn)
     env.baseline_path.write_text(baseline.model_dump_json(indent=1))
     meta_path = env.path / "env.json"
     meta = json.loads(meta_path.read_text())
@@ -325,18 +336,34 @@ def _rerun_baseline(manifest: Manifest, env: LocalEnv) -> LocalEnv:
 
 
 def run_baseline(manifest: Manifest, env: LocalEnv, tree: Path, venv_env: dict[str, str]) -> Baseline:
+    """The whole suite once on the original, no test longer than the per-test limit (coderun_baseline)."""
     junit = env.logs / "baseline-junit.xml"
     log = env.logs / "baseline.log"
-    cmd = pytest_command(manifest, env.python, junit=junit, rootdir=tree)
+    records = env.logs / "baseline-limit"
+    shutil.rmtree(records, ignore_errors=True)
+    harness = install_limit(records / "harness")
+    cmd = baseline_command(manifest, env.python, harness=harness, out=records, junit=junit, rootdir=tree)
     started = time.monotonic()
     with start_services(manifest.tests.services) as services:
-        proc = _run(cmd, log, cwd=tree, env={**venv_env, **expand(test_env(manifest, tree), services.env)},
-                    timeout=manifest.tests.timeout, step="baseline test run")
+        t_env = limit_env(manifest, expand(test_env(manifest, tree), services.env), harness)
+        # the runner bounds each attempt by tests.timeout; this bounds it, should the runner itself hang
+        proc = _run(cmd, log, cwd=tree, env={**venv_env, **t_env},
+                    timeout=manifest.tests.timeout * (ATTEMPTS + 1), step="baseline test run")
     if proc.returncode not in (0, 1) or not junit.is_file():
         raise EnvironmentBuildError(
             f"{manifest.name}: the test suite did not run (pytest exit {proc.returncode})",
             log_path=str(log), log_tail=tail(log, _LOG_TAIL_LINES), hint="check tests.paths and tests.args in the manifest")
+    timed_out = timed_out_tests(_read(records / "limit.log"), _read(records / "ended.json"))
     return Baseline(project=manifest.name, commit=env.checkout.commit,
                     python=_version_of(str(env.python)) or manifest.python, backend="local",
                     tests=parse_junit(junit, rootdir=tree), ignored=[t.test for t in manifest.tests.ignore],
-                    duration=round(time.monotonic() - started, 2), exit_code=proc.returncode)
+                    timed_out=timed_out, duration=round(time.monotonic() - started, 2), exit_code=proc.returncode)
+
+
+def _say_timed_out(manifest: Manifest, baseline: Baseline, warn) -> None:
+    if baseline.timed_out:
+        warn(timed_out_note(manifest, baseline))
+
+
+def _read(path: Path) -> str:
+    return path.read_text(errors="replace") if path.is_file() else ""

@@ -20,7 +20,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coderun.envs.services import expand, start_services
-from coderun.envs.testrun import pytest_command, run_logged, test_env, venv_env
+from coderun.envs.testrun import (
+    LIMIT_PLUGIN,
+    install_limit,
+    limit_env,
+    pytest_command,
+    run_logged,
+    test_env,
+    venv_env,
+)
 from coderun.errors import TaskError
 from coderun.manifests.schema import Manifest
 from coderun.records import Baseline, TestOutcome
@@ -217,7 +225,8 @@ def collect_coverage(manifest: Manifest, python: Path, tree: Path, baseline: Bas
         shutil.copytree(tree, copy, symlinks=True, ignore=shutil.ignore_patterns(".git"))
         network, network_note = {}, "the coverage run did not complete"
         try:
-            lines, outcomes, network, network_note = _run_with_contexts(manifest, python, copy, work, log)
+            lines, outcomes, network, network_note = _run_with_contexts(
+                manifest, python, copy, work, log, baseline.timed_out if baseline is not None else [])
             reason = ""
         except TaskError as e:
             lines, outcomes, reason = {}, {}, e.message
@@ -239,12 +248,12 @@ def collect_coverage(manifest: Manifest, python: Path, tree: Path, baseline: Bas
                        network_note=network_note)
 
 
-def _run_with_contexts(manifest: Manifest, python: Path, copy: Path, work: Path, log: Path | None
-                       ) -> tuple[dict[str, dict[int, frozenset[str]]], dict[str, TestOutcome],
-                                  dict[str, tuple[str, ...]], str]:
-    """(lines, outcomes, network attempts, why the network could not be checked)."""
-    plugin_dir = work / "plugin"
-    plugin_dir.mkdir()
+def _run_with_contexts(manifest: Manifest, python: Path, copy: Path, work: Path, log: Path | None,
+                       timed_out: list[str]) -> tuple[dict[str, dict[int, frozenset[str]]], dict[str, TestOutcome],
+                                                      dict[str, tuple[str, ...]], str]:
+    """(lines, outcomes, network attempts, why the network could not be checked). Under the per-test limit,
+    without the tests that hit it in the baseline."""
+    plugin_dir = install_limit(work / "plugin")
     (plugin_dir / "coderun_covctx.py").write_text(_PLUGIN)
     (work / "reader.py").write_text(_READER)
     rc = work / "coveragerc"
@@ -254,11 +263,11 @@ def _run_with_contexts(manifest: Manifest, python: Path, copy: Path, work: Path,
     outcomes_file = work / "outcomes.json"
     env = venv_env(python)
     t_env = test_env(manifest, copy)
-    env.update(t_env)
-    env["PYTHONPATH"] = os.pathsep.join([t_env["PYTHONPATH"], str(plugin_dir)])
+    env.update(limit_env(manifest, t_env, plugin_dir))
     env["CODERUN_COVCTX_OUT"] = str(outcomes_file)
     env["COVERAGE_CORE"] = "ctrace"  # sys.monitoring records a line once, not once per context
-    pytest_cmd = pytest_command(manifest, python, rootdir=copy, extra=["-p", "coderun_covctx"])
+    pytest_cmd = pytest_command(manifest, python, rootdir=copy, extra=["-p", "coderun_covctx", "-p", LIMIT_PLUGIN],
+                                deselect=timed_out)
     cmd = [str(python), "-m", "coverage", "run", f"--rcfile={rc}", *pytest_cmd[1:]]
     with start_services(manifest.tests.services) as services:
         out = run_logged(cmd, copy, expand(env, services.env), manifest.tests.timeout * 3, log,
