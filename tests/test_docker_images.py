@@ -4,6 +4,7 @@ no network inside, non-root user. Skipped with the reason when no engine answers
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import uuid
 
@@ -12,8 +13,9 @@ from typer.testing import CliRunner
 
 from coderun.cli.main import app
 from coderun.config import load_settings
-from coderun.envs.base_image import BaseStrategy, base_spec, build_base_image, choose_strategy
+from coderun.envs.base_image import BaseStrategy, RootfsRecipe, base_spec, build_base_image, choose_strategy
 from coderun.envs.docker import PROJECT_DIR, build_project_image, find_project_image
+from coderun.envs.local import find_python
 from coderun.errors import EnvironmentBuildError, UsageError
 from coderun.manifests.schema import load_manifest
 from tests.helpers import TINY_PROJECT, write_tree
@@ -64,6 +66,26 @@ def test_base_image_for_host_python(docker_engine, tmp_path):
                    ["/opt/venv/bin/python", "-c", "import sys; print('%d.%d' % sys.version_info[:2])"])
     assert version == HOST_PYTHON
     assert build_base_image(HOST_PYTHON, settings, client=docker_engine).built is False
+
+
+def _copyable_python() -> str:
+    """A Python on this machine that no Debian suite ships (rootfs.yaml), or a skip."""
+    for version in ("3.10", "3.8", "3.7", "3.12"):
+        if version not in RootfsRecipe.load().suites and find_python(version)[1]:
+            return version
+    pytest.skip("no Python here that no Debian suite ships (3.7, 3.8, 3.10, 3.12)")
+
+
+def test_base_image_for_a_python_no_debian_suite_ships(docker_engine):
+    """The Python 3.7, 3.8 and 3.10 projects had no base image: the rootfs strategy knew only 3.9, 3.11, 3.13."""
+    version = _copyable_python()
+    host, _ = find_python(version)
+    settings = load_settings()
+    image = build_base_image(version, settings, strategy=BaseStrategy.ROOTFS, client=docker_engine)
+    code = "import sys, ssl, sqlite3, ctypes, lzma; print(sys.version)"
+    inside = _run(docker_engine, image.tag, ["/opt/venv/bin/python", "-c", code])
+    assert inside == subprocess.run([str(host), "-c", code], capture_output=True, text=True).stdout.strip()
+    assert build_base_image(version, settings, strategy=BaseStrategy.ROOTFS, client=docker_engine).built is False
 
 
 def test_first_build_records_baseline_from_inside_the_image(project):
@@ -155,12 +177,14 @@ def test_images_cli_lists_and_dry_run_prunes(project):
 
 
 def test_version_no_strategy_provides_is_a_clear_error(docker_engine):
+    """3.4: no Debian suite ships it and no machine here has it to copy."""
     with pytest.raises(UsageError) as info:
-        choose_strategy(docker_engine, "3.10", BaseStrategy.ROOTFS)
-    assert "3.9 (bullseye)" in info.value.message and "--base pull" in info.value.hint
-    if not docker_engine.images.list(name="python:3.10-slim"):
-        with pytest.raises(EnvironmentBuildError, match="no base image strategy can provide Python 3.10"):
-            base_spec(docker_engine, "3.10")
+        choose_strategy(docker_engine, "3.4", BaseStrategy.ROOTFS)
+    assert "3.9 (bullseye)" in info.value.message and "no python3.4 on this machine" in info.value.message
+    assert "--base pull" in info.value.hint
+    if not docker_engine.images.list(name="python:3.4-slim"):
+        with pytest.raises(EnvironmentBuildError, match="no base image strategy can provide Python 3.4"):
+            base_spec(docker_engine, "3.4")
 
 
 def test_pull_strategy_uses_a_python_slim_image_already_in_the_engine(docker_engine):
