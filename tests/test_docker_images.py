@@ -13,12 +13,13 @@ from typer.testing import CliRunner
 
 from coderun.cli.main import app
 from coderun.config import load_settings
+from coderun.envs import dockerlib
 from coderun.envs.base_image import BaseStrategy, RootfsRecipe, base_spec, build_base_image, choose_strategy
 from coderun.envs.docker import PROJECT_DIR, build_project_image, find_project_image
 from coderun.envs.local import find_python
 from coderun.errors import EnvironmentBuildError, UsageError
 from coderun.manifests.schema import load_manifest
-from tests.helpers import TINY_PROJECT, write_tree
+from tests.helpers import HANGING_TESTS, TINY_PROJECT, write_tree
 
 HOST_PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -130,6 +131,24 @@ def test_changed_test_command_rebuilds_only_the_baseline(project, docker_engine)
     assert image.tag != first.tag
     assert (image.deps_tag, image.source_tag) == (first.deps_tag, first.source_tag)
     assert image.baseline.counts()["passed"] == 2
+
+
+def test_baseline_layer_stops_a_hanging_test_and_leaves_it_out(tmp_path, monkeypatch, docker_engine):
+    """The image's baseline ran the suite without a per-test limit, so one hanging test stalled the build."""
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    write_tree(tmp_path / "calc", TINY_PROJECT)
+    write_tree(tmp_path, HANGING_TESTS)
+    (tmp_path / "name").write_text(f"calc-hang-{uuid.uuid4().hex[:8]}")
+    manifest = _manifest(tmp_path, "  timeout_per_test: 2\n  timeout: 300\n")
+    try:
+        image = build_project_image(manifest, load_settings(), client=docker_engine)
+        assert set(image.baseline.timed_out) == {"tests/test_hang.py::test_sleeps_forever",
+                                                 "tests/test_hang.py::test_swallows_the_alarm"}
+        assert image.baseline.counts()["passed"] == 3
+    finally:
+        for im in docker_engine.images.list(name=dockerlib.repo_name(manifest.name)):
+            for tag in im.tags:
+                docker_engine.images.remove(tag, force=True)
 
 
 def test_changed_source_keeps_the_dependencies_layer(project, docker_engine):

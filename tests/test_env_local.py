@@ -10,7 +10,7 @@ from coderun.envs.local import build_local_env, find_local_env, load_baseline, l
 from coderun.errors import EnvironmentBuildError
 from coderun.manifests.schema import load_manifest
 from coderun.tasks.coverage_map import collect_coverage
-from tests.helpers import TINY_PROJECT, write_tree
+from tests.helpers import HANGING_TESTS, TINY_PROJECT, write_tree
 
 runner = CliRunner()
 
@@ -131,22 +131,6 @@ def test_pre_install_output_is_seen_by_tasks_and_evaluation(tmp_path, monkeypatc
     assert report["overall"]["pass@k"]["1"] == 1.0
     # The source checkout itself stays as the commit has it.
     assert not list((tmp_path / "home" / "src").glob("gen-*/gen/_factor.py"))
-
-
-HANGING_TESTS = {"calc/tests/test_hang.py": '''import time
-
-
-def test_sleeps_forever():
-    time.sleep(600)
-
-
-def test_swallows_the_alarm():
-    while True:
-        try:
-            time.sleep(600)
-        except BaseException:
-            pass
-'''}
 
 
 @pytest.mark.slow
