@@ -78,6 +78,8 @@ class Baseline(Record):
     backend: Literal["local", "docker"]
     tests: list[TestOutcome]
     ignored: list[str] = Field(default_factory=list)
+    # Tests stopped at the per-test limit or that ended the test process: failed or left out, never mapped.
+    timed_out: list[str] = Field(default_factory=list)
     duration: float = 0.0
     exit_code: int = 0
 
@@ -86,6 +88,7 @@ class Baseline(Record):
         for t in self.tests:
             out[t.outcome] += 1
         out["ignored"] = len(self.ignored)
+        out["timed_out"] = len(self.timed_out)
         return out
 
     def passing(self) -> set[str]:

@@ -5,6 +5,7 @@
 ARG BASE
 FROM ${BASE}
 COPY baseline.sh /opt/coderun/baseline.sh
+COPY harness/ /opt/coderun/harness/
 USER coderun
 RUN sh /opt/coderun/baseline.sh
 USER root

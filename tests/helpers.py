@@ -80,3 +80,20 @@ def test_unrelated():
     assert 1 + 1 == 2
 ''',
 }
+
+
+# Tests of the tiny project that hang: one the per-test alarm stops, one that swallows it (faulthandler ends it).
+HANGING_TESTS = {"calc/tests/test_hang.py": '''import time
+
+
+def test_sleeps_forever():
+    time.sleep(600)
+
+
+def test_swallows_the_alarm():
+    while True:
+        try:
+            time.sleep(600)
+        except BaseException:
+            pass
+'''}

@@ -413,9 +413,10 @@ def test_every_module_the_worker_imports_is_shipped():
     """The host writes WORKER_FILES into the sandbox; a sibling import missing there breaks every worker."""
     import ast
 
-    from coderun.harness import RECORDER_FILES, REPORTER_FILES, WORKER_FILES
+    from coderun.harness import LIMIT_FILES, RECORDER_FILES, REPORTER_FILES, WORKER_FILES
 
-    on_disk = {p.name for p in HARNESS_DIR.glob("coderun_*.py")} - set(REPORTER_FILES) - set(RECORDER_FILES)
+    on_disk = ({p.name for p in HARNESS_DIR.glob("coderun_*.py")} - set(REPORTER_FILES) - set(RECORDER_FILES)
+               - set(LIMIT_FILES))
     assert set(WORKER_FILES) == on_disk
     for name in WORKER_FILES:
         tree = ast.parse((HARNESS_DIR / name).read_text())

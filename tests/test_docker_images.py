@@ -4,6 +4,7 @@ no network inside, non-root user. Skipped with the reason when no engine answers
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import uuid
 
@@ -12,11 +13,13 @@ from typer.testing import CliRunner
 
 from coderun.cli.main import app
 from coderun.config import load_settings
-from coderun.envs.base_image import BaseStrategy, base_spec, build_base_image, choose_strategy
+from coderun.envs import dockerlib
+from coderun.envs.base_image import BaseStrategy, RootfsRecipe, base_spec, build_base_image, choose_strategy
 from coderun.envs.docker import PRISTINE_DIR, PROJECT_DIR, build_project_image, find_project_image
+from coderun.envs.local import find_python
 from coderun.errors import EnvironmentBuildError, UsageError
 from coderun.manifests.schema import load_manifest
-from tests.helpers import TINY_PROJECT, write_tree
+from tests.helpers import HANGING_TESTS, TINY_PROJECT, write_tree
 
 HOST_PYTHON = f"{sys.version_info[0]}.{sys.version_info[1]}"
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -72,6 +75,26 @@ def test_base_image_for_host_python(docker_engine, tmp_path):
     assert build_base_image(HOST_PYTHON, settings, client=docker_engine).built is False
 
 
+def _copyable_python() -> str:
+    """A Python on this machine that no Debian suite ships (rootfs.yaml), or a skip."""
+    for version in ("3.10", "3.8", "3.7", "3.12"):
+        if version not in RootfsRecipe.load().suites and find_python(version)[1]:
+            return version
+    pytest.skip("no Python here that no Debian suite ships (3.7, 3.8, 3.10, 3.12)")
+
+
+def test_base_image_for_a_python_no_debian_suite_ships(docker_engine):
+    """The Python 3.7, 3.8 and 3.10 projects had no base image: the rootfs strategy knew only 3.9, 3.11, 3.13."""
+    version = _copyable_python()
+    host, _ = find_python(version)
+    settings = load_settings()
+    image = build_base_image(version, settings, strategy=BaseStrategy.ROOTFS, client=docker_engine)
+    code = "import sys, ssl, sqlite3, ctypes, lzma; print(sys.version)"
+    inside = _run(docker_engine, image.tag, ["/opt/venv/bin/python", "-c", code])
+    assert inside == subprocess.run([str(host), "-c", code], capture_output=True, text=True).stdout.strip()
+    assert build_base_image(version, settings, strategy=BaseStrategy.ROOTFS, client=docker_engine).built is False
+
+
 def test_first_build_records_baseline_from_inside_the_image(project):
     _, _, _, first = project
     assert set(first.built) >= {"deps", "source", "project"}
@@ -114,6 +137,24 @@ def test_changed_test_command_rebuilds_only_the_baseline(project, docker_engine)
     assert image.tag != first.tag
     assert (image.deps_tag, image.source_tag) == (first.deps_tag, first.source_tag)
     assert image.baseline.counts()["passed"] == 2
+
+
+def test_baseline_layer_stops_a_hanging_test_and_leaves_it_out(tmp_path, monkeypatch, docker_engine):
+    """The image's baseline ran the suite without a per-test limit, so one hanging test stalled the build."""
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    write_tree(tmp_path / "calc", TINY_PROJECT)
+    write_tree(tmp_path, HANGING_TESTS)
+    (tmp_path / "name").write_text(f"calc-hang-{uuid.uuid4().hex[:8]}")
+    manifest = _manifest(tmp_path, "  timeout_per_test: 2\n  timeout: 300\n")
+    try:
+        image = build_project_image(manifest, load_settings(), client=docker_engine)
+        assert set(image.baseline.timed_out) == {"tests/test_hang.py::test_sleeps_forever",
+                                                 "tests/test_hang.py::test_swallows_the_alarm"}
+        assert image.baseline.counts()["passed"] == 3
+    finally:
+        for im in docker_engine.images.list(name=dockerlib.repo_name(manifest.name)):
+            for tag in im.tags:
+                docker_engine.images.remove(tag, force=True)
 
 
 def test_changed_source_keeps_the_dependencies_layer(project, docker_engine):
@@ -162,12 +203,14 @@ def test_images_cli_lists_and_dry_run_prunes(project):
 
 
 def test_version_no_strategy_provides_is_a_clear_error(docker_engine):
+    """3.4: no Debian suite ships it and no machine here has it to copy."""
     with pytest.raises(UsageError) as info:
-        choose_strategy(docker_engine, "3.10", BaseStrategy.ROOTFS)
-    assert "3.9 (bullseye)" in info.value.message and "--base pull" in info.value.hint
-    if not docker_engine.images.list(name="python:3.10-slim"):
-        with pytest.raises(EnvironmentBuildError, match="no base image strategy can provide Python 3.10"):
-            base_spec(docker_engine, "3.10")
+        choose_strategy(docker_engine, "3.4", BaseStrategy.ROOTFS)
+    assert "3.9 (bullseye)" in info.value.message and "no python3.4 on this machine" in info.value.message
+    assert "--base pull" in info.value.hint
+    if not docker_engine.images.list(name="python:3.4-slim"):
+        with pytest.raises(EnvironmentBuildError, match="no base image strategy can provide Python 3.4"):
+            base_spec(docker_engine, "3.4")
 
 
 def test_pull_strategy_uses_a_python_slim_image_already_in_the_engine(docker_engine):

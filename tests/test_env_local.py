@@ -9,7 +9,8 @@ from coderun.config import load_settings
 from coderun.envs.local import build_local_env, find_local_env, load_baseline, local_packages
 from coderun.errors import EnvironmentBuildError
 from coderun.manifests.schema import load_manifest
-from tests.helpers import TINY_PROJECT, write_tree
+from coderun.tasks.coverage_map import collect_coverage
+from tests.helpers import HANGING_TESTS, TINY_PROJECT, write_tree
 
 runner = CliRunner()
 
@@ -169,3 +170,22 @@ def test_supplementary_tests_do_not_rebuild_the_environment(tmp_path, monkeypatc
     assert again.path == env.path and (env.logs / "pip.log").stat().st_mtime_ns == pip_log
     assert again.checkout.commit != env.checkout.commit and again.checkout.upstream_commit == env.checkout.commit
     assert "tests/test_more.py::test_more" in {t.nodeid for t in load_baseline(again).tests}
+
+
+def test_baseline_test_that_hangs_is_stopped_and_left_out(tmp_path, monkeypatch):
+    """A network test that hung stalled an environment build for 15 minutes: the baseline had no per-test limit."""
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    s = load_settings()
+    m = tiny_manifest(tmp_path, "  timeout_per_test: 2\n  timeout: 300\n")
+    write_tree(tmp_path, HANGING_TESTS)
+    warnings = []
+    env = build_local_env(m, s, warn=warnings.append)
+    baseline = load_baseline(env)
+    hung = {"tests/test_hang.py::test_sleeps_forever", "tests/test_hang.py::test_swallows_the_alarm"}
+    assert set(baseline.timed_out) == hung
+    assert baseline.passing() == {"tests/test_ops.py::test_add", "tests/test_ops.py::test_add_negative",
+                                  "tests/test_ops.py::test_unrelated"}
+    assert baseline.counts()["timed_out"] == 2 and "test_swallows_the_alarm" in warnings[0]
+    # The coverage run of the task build leaves them out too, instead of waiting on them.
+    covmap = collect_coverage(m, env.python, env.checkout.path, baseline)
+    assert covmap.kind == "coverage" and not hung & set(covmap.outcomes)

@@ -134,3 +134,25 @@ def test_bare_mirror_without_a_config_file_is_recognised(tmp_path, monkeypatch, 
     monkeypatch.setenv("CODERUN_GIT_MIRRORS", str(tmp_path / "mirrors"))
     co = checkout(_manifest(tmp_path, first), load_settings())
     assert co.commit == first and co.origin == f"mirror {bare}"
+
+
+def test_submodule_comes_from_a_mirror_like_any_git_source(tmp_path, monkeypatch, home):
+    """ocfl-py's tests read a submodule whose URL is on GitHub: offline, the checkout failed although the
+    mirror folder held it."""
+    sub = tmp_path / "fixtures"
+    pinned = make_repo(sub, {"data.txt": "pinned\n"})
+    make_repo(sub, {"data.txt": "later\n"})  # a later commit the superproject does not record
+    sup = tmp_path / "super"
+    make_repo(sup, {"proj/__init__.py": "X = 1\n"})
+    subprocess.run(["git", "-C", str(sup), "-c", "protocol.file.allow=always", "submodule", "add", "-q",
+                    f"file://{sub}", "fixtures"], check=True)
+    subprocess.run(["git", "-C", str(sup / "fixtures"), "checkout", "-q", pinned], check=True)
+    subprocess.run(["git", "-C", str(sup), "config", "-f", ".gitmodules", "submodule.fixtures.url",
+                    "https://nowhere.invalid/Lib/Fixtures.git"], check=True)
+    top = make_repo(sup, {})  # commits .gitmodules with the unreachable URL and the pinned gitlink
+    _bare(sup, tmp_path / "mirrors" / "Owner+Proj.git")
+    _bare(sub, tmp_path / "mirrors" / "lib+fixtures.git")
+    monkeypatch.setenv("CODERUN_GIT_MIRRORS", str(tmp_path / "mirrors"))
+    co = checkout(_manifest(tmp_path, top, url="https://nowhere.invalid/Owner/Proj"), load_settings())
+    assert (co.path / "fixtures" / "data.txt").read_text() == "pinned\n"
+    assert checkout(_manifest(tmp_path, top, url="https://nowhere.invalid/Owner/Proj"), load_settings()) == co

@@ -40,7 +40,9 @@ def build(projects: list[str] = typer.Argument(..., help="Project names or manif
             if not as_json:
                 console.print(f"[bold]{m.name}[/] ({backend}, python {row['python']}): "
                               f"{row['passed']} passed, {row['failed']} failed, {row['error']} errors, "
-                              f"{row['skipped']} skipped, {row['ignored']} ignored  → {row['location']}")
+                              f"{row['skipped']} skipped, {row['ignored']} ignored"
+                              + (f", {row['timed_out']} over the per-test limit" if row["timed_out"] else "")
+                              + f"  → {row['location']}")
     finally:
         if as_json and (out or len(manifests) > 1):  # a lone failure is just its error
             print_json(out)

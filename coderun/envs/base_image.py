@@ -5,12 +5,14 @@ Two strategies make the image that `images/base.Dockerfile` finishes:
             (coderun never contacts a registry on its own); `--base pull` pulls it first.
     rootfs  No registry: debootstrap builds the root filesystem of the Debian suite whose python3 is
             X.Y (see images/rootfs.yaml), coderun tars it (cached under $CODERUN_HOME/images/rootfs/)
-            and `docker import`s it.
+            and `docker import`s it. A version no suite ships gets the host's own pythonX.Y copied
+            into the host's Debian suite (host_python.py).
 A version neither strategy can provide is an error listing what is available, never a substitute.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import tarfile
@@ -26,6 +28,7 @@ from rich.console import Console
 
 from coderun.config import Settings
 from coderun.envs import dockerlib
+from coderun.envs.host_python import HostPython, copy_into, host_python
 from coderun.errors import EnvironmentBuildError, UsageError
 
 PYTHON_IN_IMAGE = "/opt/venv/bin/python"
@@ -74,7 +77,10 @@ def pull_reference(python: str) -> str:
 
 def available(client: docker.DockerClient | None = None) -> dict[str, list[str]]:
     """Python versions each strategy can provide here and now (pull: only those already pulled)."""
-    rootfs = sorted(RootfsRecipe.load().suites, key=_version_key) if shutil.which("debootstrap") else []
+    recipe = RootfsRecipe.load()
+    rootfs = sorted(recipe.suites, key=_version_key) if shutil.which("debootstrap") else []
+    if rootfs:
+        rootfs += [f"{v} (the host's, copied)" for v in _COPYABLE if v not in recipe.suites and _copyable(v)]
     pulled = []
     if client is not None:
         for image in client.images.list(name="python"):
@@ -96,7 +102,7 @@ def choose_strategy(client: docker.DockerClient, python: str,
         return requested
     if dockerlib.image_exists(client, pull_reference(python)):
         return BaseStrategy.PULL
-    if python in RootfsRecipe.load().suites and shutil.which("debootstrap"):
+    if shutil.which("debootstrap") and (python in RootfsRecipe.load().suites or _copyable(python)):
         return BaseStrategy.ROOTFS
     raise EnvironmentBuildError(
         f"no base image strategy can provide Python {python} here; available: "
@@ -105,14 +111,35 @@ def choose_strategy(client: docker.DockerClient, python: str,
              "version listed for rootfs (and install debootstrap)")
 
 
+_COPYABLE = ("3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14")
+
+
 def _rootfs_suite(python: str) -> str:
     recipe = RootfsRecipe.load()
-    if python not in recipe.suites:
+    if python in recipe.suites:
+        return recipe.suites[python]
+    try:
+        return _copied(python).suite
+    except EnvironmentBuildError as e:
         raise UsageError(
             f"the rootfs strategy cannot provide Python {python}: Debian suites ship "
-            + ", ".join(f"{v} ({s})" for v, s in sorted(recipe.suites.items(), key=lambda i: _version_key(i[0]))),
-            hint=f"use one of those versions, or `--base pull` for {pull_reference(python)}")
-    return recipe.suites[python]
+            + ", ".join(f"{v} ({s})" for v, s in sorted(recipe.suites.items(), key=lambda i: _version_key(i[0])))
+            + f"; and {e.message}",
+            hint=(f"{e.hint}; " if e.hint else "") + f"or `--base pull` for {pull_reference(python)}") from None
+
+
+@functools.cache
+def _copied(python: str) -> HostPython:
+    """The host's pythonX.Y for a version no suite ships (walking and `ldd`-ing it takes a second or two)."""
+    return host_python(python, RootfsRecipe.load().glibc)
+
+
+def _copyable(python: str) -> bool:
+    try:
+        _copied(python)
+    except EnvironmentBuildError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -143,9 +170,8 @@ def base_spec(client: docker.DockerClient, python: str, strategy: BaseStrategy |
         parent, interpreter = pull_reference(python), "python3"
         glibc = RootfsRecipe.load().pull_glibc
     else:
-        parent, interpreter = _rootfs_tag(python, apt), "/usr/bin/python3"
-        recipe = RootfsRecipe.load()
-        glibc = recipe.glibc[recipe.suites[python]]
+        parent, interpreter = _rootfs_tag(python, apt), _interpreter(python)
+        glibc = RootfsRecipe.load().glibc[_rootfs_suite(python)]
     key = dockerlib.content_hash(strategy.value, parent, interpreter, dockerlib.recipe_text("base.Dockerfile"))
     return BaseSpec(python, strategy, parent, interpreter, key, apt, glibc)
 
@@ -186,12 +212,24 @@ def _ensure_pulled(client: docker.DockerClient, ref: str, console: Console | Non
 # rootfs: debootstrap -> tar (cached) -> docker import
 
 
+def _host_copy(python: str) -> HostPython | None:
+    """The host's interpreter to copy in, for a version no suite ships."""
+    return None if python in RootfsRecipe.load().suites else _copied(python)
+
+
+def _interpreter(python: str) -> str:
+    host = _host_copy(python)
+    return host.interpreter if host else "/usr/bin/python3"
+
+
 def _rootfs_key(python: str, apt: tuple[str, ...]) -> tuple[str, str, tuple[str, ...]]:
     recipe = RootfsRecipe.load()
     suite = _rootfs_suite(python)
-    packages = tuple(dict.fromkeys((*recipe.packages, *sorted(apt))))
+    host = _host_copy(python)
+    packages = tuple(dict.fromkeys((*recipe.packages, *(host.packages if host else ()), *sorted(apt))))
     # The mirror is not part of the key: a suite's packages are the same from any mirror.
-    key = dockerlib.content_hash(suite, recipe.variant, ",".join(packages))
+    key = dockerlib.content_hash(suite, recipe.variant, ",".join(packages),
+                                 *([f"python {host.version} {host.key}"] if host else []))
     return suite, key, packages
 
 
@@ -209,7 +247,7 @@ def import_rootfs(python: str, settings: Settings, *, apt: tuple[str, ...] = (),
     tag = f"coderun/rootfs:{suite}-{key}"
     if dockerlib.image_exists(client, tag):
         return tag
-    tarball = rootfs_tarball(suite, key, packages, settings, console)
+    tarball = rootfs_tarball(suite, key, packages, settings, console, _host_copy(python))
     started = time.monotonic()
     with console.status(f"[bold]docker import[/] {tarball.name}…"):
         try:
@@ -226,8 +264,9 @@ def import_rootfs(python: str, settings: Settings, *, apt: tuple[str, ...] = (),
 
 
 def rootfs_tarball(suite: str, key: str, packages: tuple[str, ...], settings: Settings,
-                   console: Console) -> Path:
-    """$CODERUN_HOME/images/rootfs/<suite>-<key>.tar, made with debootstrap when missing."""
+                   console: Console, host: HostPython | None = None) -> Path:
+    """$CODERUN_HOME/images/rootfs/<suite>-<key>.tar, made with debootstrap when missing (with the host's
+    interpreter copied in, for a version no suite ships)."""
     out_dir = dockerlib.images_dir(settings) / "rootfs"
     tarball = out_dir / f"{suite}-{key}.tar"
     if tarball.is_file():
@@ -249,6 +288,10 @@ def rootfs_tarball(suite: str, key: str, packages: tuple[str, ...], settings: Se
            str(root), *([recipe.mirror] if recipe.mirror else [])]
     try:
         _run_streaming(cmd, log, f"debootstrap {suite}", console)
+        if host is not None:
+            with console.status(f"[bold]copying[/] Python {host.version} from {host.prefix}…"):
+                copy_into(host, root)
+            console.print(f"[green]✓[/] Python {host.version} from {host.prefix} copied into {suite}")
         _slim(root)
         partial = tarball.with_suffix(".tar.partial")
         with console.status(f"[bold]tar[/] {suite} root filesystem…"):

@@ -19,12 +19,10 @@ without network, and listed again when the image id changes) under $CODERUN_HOME
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import shlex
 import shutil
-import tarfile
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -41,15 +39,18 @@ from coderun.envs.diagnose import baseline_failure
 from coderun.envs.local import find_python, pin_requirements, pip_requirements, resolve_date
 from coderun.envs.logs import tail
 from coderun.envs.sources import Checkout, checkout
-from coderun.envs.testrun import parse_junit, pytest_command, test_env
+from coderun.envs.testrun import baseline_command, limit_env, parse_junit, test_env, timed_out_tests
 from coderun.envs.versions import PACKAGES_SCRIPT, project_environment
 from coderun.errors import EnvironmentBuildError, SandboxError
+from coderun.harness import HARNESS_DIR, LIMIT_FILES
+from coderun.harness.coderun_baseline import ATTEMPTS
 from coderun.manifests.schema import Manifest
 from coderun.records import Baseline, ProjectEnvironment
 
 PROJECT_DIR = "/work/project"
 PRISTINE_DIR = "/opt/coderun/pristine"   # the tree once the baseline ran: readable by root only
 BASELINE_DIR = "/opt/coderun/baseline"
+HARNESS_IN_IMAGE = "/opt/coderun/harness"  # the baseline's per-test limit (root-owned, read-only)
 IMAGE_USER = "coderun"
 _console = Console(stderr=True)
 
@@ -138,7 +139,7 @@ def plan_image(manifest: Manifest, settings: Settings, client: docker.DockerClie
     key = dockerlib.content_hash(
         f"{manifest.name}:src-{source_key}", baseline_script(manifest, co.commit),
         json.dumps(manifest.tests.model_dump(mode="json", exclude=manifest.tests.BASELINE_EXCLUDE), sort_keys=True),
-        dockerlib.recipe_text("baseline.Dockerfile"), installed.SOURCE)
+        dockerlib.recipe_text("baseline.Dockerfile"), installed.SOURCE, *_limit_files().values())
     return ImagePlan(manifest, co, spec, deps_key, source_key, key)
 
 
@@ -339,9 +340,11 @@ def baseline_script(manifest: Manifest, commit: str) -> str:
     """The shell script that runs the tests once inside the image, on a scratch copy of the tree."""
     scratch = "/tmp/coderun-baseline/tree"
     out = "/tmp/coderun-baseline/out"
-    cmd = pytest_command(manifest, PYTHON_IN_IMAGE, junit=f"{out}/junit.xml", rootdir=scratch)
-    env = [f"{k}={v}" for k, v in sorted(test_env(manifest, scratch).items())]
-    timeout = ["timeout", "-k", "10", str(int(manifest.tests.timeout))]
+    cmd = baseline_command(manifest, PYTHON_IN_IMAGE, harness=HARNESS_IN_IMAGE, out=out, junit=f"{out}/junit.xml",
+                           rootdir=scratch)
+    env = [f"{k}={v}" for k, v in sorted(limit_env(manifest, test_env(manifest, scratch), HARNESS_IN_IMAGE).items())]
+    # coderun_baseline bounds each attempt by tests.timeout; this bounds it, should it hang itself
+    timeout = ["timeout", "-k", "10", str(int(manifest.tests.timeout * (ATTEMPTS + 1)))]
     launcher: list[str] = []
     setup: list[str] = []
     if manifest.tests.services:  # started (as coderun) around the test run, their variables expanded into env
@@ -365,10 +368,16 @@ def baseline_script(manifest: Manifest, commit: str) -> str:
     ])
 
 
+def _limit_files() -> dict[str, str]:
+    """The per-test limit and the baseline's runner, for the baseline layer's harness folder."""
+    return {f"harness/{name}": (HARNESS_DIR / name).read_text() for name in LIMIT_FILES}
+
+
 def _build_baseline(plan: ImagePlan, settings: Settings, client: docker.DockerClient,
                     console: Console) -> None:
     m = plan.manifest
-    files = {"baseline.sh": baseline_script(m, plan.checkout.commit), "installed.py": installed.SOURCE}
+    files = {"baseline.sh": baseline_script(m, plan.checkout.commit), "installed.py": installed.SOURCE,
+             **_limit_files()}
     context = dockerlib.Context(dockerlib.recipe_text("baseline.Dockerfile"), files, {})
     log = _log(settings, plan, "baseline", plan.key)
     dockerlib.build_image(
@@ -394,31 +403,9 @@ def _baseline_path(settings: Settings, plan: ImagePlan) -> Path:
     return path
 
 
-def read_image_files(client: docker.DockerClient, tag: str, directory: str) -> dict[str, bytes]:
-    """The regular files of `directory` in image `tag`, copied out of a created (never started) container."""
-    try:
-        container = client.containers.create(tag, command=["true"], network_mode="none")
-    except docker.errors.APIError as e:
-        raise SandboxError(f"cannot create a container from {tag}: {e.explanation}") from None
-    try:
-        chunks, _ = container.get_archive(directory)
-        data = io.BytesIO(b"".join(chunks))
-    except docker.errors.NotFound:
-        return {}
-    finally:
-        container.remove(force=True)
-    out = {}
-    with tarfile.open(fileobj=data) as tar:
-        for member in tar.getmembers():
-            fh = tar.extractfile(member) if member.isfile() else None
-            if fh is not None:
-                out[Path(member.name).name] = fh.read()
-    return out
-
-
 def read_baseline(plan: ImagePlan, client: docker.DockerClient, settings: Settings) -> Baseline:
     m = plan.manifest
-    files = read_image_files(client, plan.tag, BASELINE_DIR)
+    files = dockerlib.read_image_files(client, plan.tag, BASELINE_DIR)
     log = _log(settings, plan, "baseline-output", plan.key)
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_bytes(files.get("output.log", b""))
@@ -435,6 +422,8 @@ def read_baseline(plan: ImagePlan, client: docker.DockerClient, settings: Settin
     return Baseline(project=m.name, commit=plan.checkout.commit,
                     python=files.get("python_version", m.python.encode()).decode().strip(),
                     backend="docker", tests=tests, ignored=[t.test for t in m.tests.ignore],
+                    timed_out=timed_out_tests(files.get("limit.log", b"").decode(errors="replace"),
+                                              files.get("ended.json", b"").decode(errors="replace")),
                     duration=int(files.get("duration_ms", b"0").strip() or 0) / 1000, exit_code=exit_code)
 
 
@@ -470,7 +459,7 @@ def image_packages(plan: ImagePlan, settings: Settings, client: docker.DockerCli
     except (OSError, ValueError):
         pass  # not recorded yet: list it now
     log = _log(settings, plan, "packages", plan.key)
-    output = run_in_image(client, plan.tag, [PYTHON_IN_IMAGE, "-I", "-c", PACKAGES_SCRIPT])
+    output = dockerlib.run_in_image(client, plan.tag, IMAGE_USER, [PYTHON_IN_IMAGE, "-I", "-c", PACKAGES_SCRIPT])
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text(output)
     record = project_environment(output, project=plan.manifest.name, backend="docker", where=where,
@@ -478,23 +467,3 @@ def image_packages(plan: ImagePlan, settings: Settings, client: docker.DockerCli
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(record.model_dump_json(indent=1))
     return record
-
-
-def run_in_image(client: docker.DockerClient, tag: str, command: list[str], timeout: float = 120) -> str:
-    """Run `command` in a throwaway container of `tag` without network, as the image's user; its output."""
-    try:
-        container = client.containers.create(tag, command=command, network_mode="none", user=IMAGE_USER)
-    except docker.errors.APIError as e:
-        raise SandboxError(f"cannot create a container from {tag}: {e.explanation}") from None
-    try:
-        container.start()
-        status = container.wait(timeout=timeout)
-        output = container.logs(stdout=True, stderr=True).decode(errors="replace")
-    except (docker.errors.APIError, OSError) as e:  # requests' timeouts are OSErrors
-        raise SandboxError(f"a container of {tag} failed to run {command[0]}: {e}") from None
-    finally:
-        container.remove(force=True)
-    if status.get("StatusCode") != 0:
-        raise EnvironmentBuildError(f"{shlex.join(command[:2])} in {tag} exited {status.get('StatusCode')}",
-                                    log_tail="\n".join(output.splitlines()[-15:]))
-    return output

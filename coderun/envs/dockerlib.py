@@ -25,7 +25,7 @@ from rich.console import Console
 
 from coderun.config import IMAGES_DIR, Settings
 from coderun.envs.logs import tail
-from coderun.errors import EnvironmentBuildError, SandboxUnavailable
+from coderun.errors import EnvironmentBuildError, SandboxError, SandboxUnavailable
 
 # Bump when the way images are built changes in a way the recipe files do not show.
 IMAGE_RECIPE_VERSION = "1"
@@ -198,3 +198,45 @@ def run_logged(cmd: list[str], log: Path, *, title: str, console: Console, cwd: 
     if code != 0:
         raise EnvironmentBuildError(f"{title} failed (exit {code})", log_path=str(log), log_tail=tail(log),
                                     hint=hint)
+
+
+def read_image_files(client: docker.DockerClient, tag: str, directory: str) -> dict[str, bytes]:
+    """The regular files of `directory` in image `tag`, copied out of a created (never started) container."""
+    try:
+        container = client.containers.create(tag, command=["true"], network_mode="none")
+    except docker.errors.APIError as e:
+        raise SandboxError(f"cannot create a container from {tag}: {e.explanation}") from None
+    try:
+        chunks, _ = container.get_archive(directory)
+        data = io.BytesIO(b"".join(chunks))
+    except docker.errors.NotFound:
+        return {}
+    finally:
+        container.remove(force=True)
+    out = {}
+    with tarfile.open(fileobj=data) as tar:
+        for member in tar.getmembers():
+            fh = tar.extractfile(member) if member.isfile() else None
+            if fh is not None:
+                out[Path(member.name).name] = fh.read()
+    return out
+
+
+def run_in_image(client: docker.DockerClient, tag: str, user: str, command: list[str], timeout: float = 120) -> str:
+    """Run `command` in a throwaway container of `tag` without network, as the image's user; its output."""
+    try:
+        container = client.containers.create(tag, command=command, network_mode="none", user=user)
+    except docker.errors.APIError as e:
+        raise SandboxError(f"cannot create a container from {tag}: {e.explanation}") from None
+    try:
+        container.start()
+        status = container.wait(timeout=timeout)
+        output = container.logs(stdout=True, stderr=True).decode(errors="replace")
+    except (docker.errors.APIError, OSError) as e:  # requests' timeouts are OSErrors
+        raise SandboxError(f"a container of {tag} failed to run {command[0]}: {e}") from None
+    finally:
+        container.remove(force=True)
+    if status.get("StatusCode") != 0:
+        raise EnvironmentBuildError(f"{shlex.join(command[:2])} in {tag} exited {status.get('StatusCode')}",
+                                    log_tail="\n".join(output.splitlines()[-15:]))
+    return output

@@ -36,9 +36,18 @@ from coderun.envs.progress import Steps
 from coderun.envs.resolve import TOOLING, compile_requirements
 from coderun.envs.services import expand, start_services
 from coderun.envs.sources import Checkout, checkout, commit_date, pip_command
-from coderun.envs.testrun import parse_junit, pytest_command, test_env
+from coderun.envs.testrun import (
+    baseline_command,
+    install_limit,
+    limit_env,
+    parse_junit,
+    test_env,
+    timed_out_note,
+    timed_out_tests,
+)
 from coderun.envs.versions import PACKAGES_SCRIPT, project_environment
 from coderun.errors import EnvironmentBuildError
+from coderun.harness.coderun_baseline import ATTEMPTS
 from coderun.manifests.schema import Manifest
 from coderun.records import Baseline, ProjectEnvironment
 
@@ -239,7 +248,7 @@ def build_local_env(manifest: Manifest, settings: Settings, *, force: bool = Fal
     if env.ready and not force:
         return env
     if env.installed and not force:
-        return _rerun_baseline(manifest, env, co)
+        return _rerun_baseline(manifest, env, co, warn)
     python, exact = find_python(manifest.python)
     if not exact:
         warn(f"warning: no python{manifest.python} on PATH; {manifest.name} is built with "
@@ -268,6 +277,7 @@ def build_local_env(manifest: Manifest, settings: Settings, *, force: bool = Fal
         (env.path / "env.json").write_text(json.dumps(meta, indent=1))
         with steps.step("baseline test run"):
             baseline = run_baseline(manifest, env, tree, venv_env)
+    _say_timed_out(manifest, baseline, warn)
     _record_baseline(env, baseline, build_seconds=round(time.monotonic() - started, 1))
     return env
 
@@ -329,7 +339,7 @@ def _prepare_tree(manifest: Manifest, source: Path, env: LocalEnv, venv_env: dic
                    log, f"pre_install command {command!r}")
 
 
-def _rerun_baseline(manifest: Manifest, env: LocalEnv, co: Checkout) -> LocalEnv:
+def _rerun_baseline(manifest: Manifest, env: LocalEnv, co: Checkout, warn) -> LocalEnv:
     """The manifest's `tests` (or the supplementary tests) changed but not what installs the venv: record the
     baseline again with the venv as it is. A tree prepared by pre_install is prepared again from the new
     checkout when the checkout changed."""
@@ -342,6 +352,7 @@ def _rerun_baseline(manifest: Manifest, env: LocalEnv, co: Checkout) -> LocalEnv
         shutil.copytree(env.checkout.path, tree, symlinks=True, ignore=shutil.ignore_patterns(".git"))
         with steps.step("baseline test run (the venv is reused: only the tests changed)"):
             baseline = run_baseline(manifest, env, tree, venv_env)
+    _say_timed_out(manifest, baseline, warn)
     _record_baseline(env, baseline)
     return env
 
@@ -354,19 +365,35 @@ def _recorded(env: LocalEnv) -> dict:
 
 
 def run_baseline(manifest: Manifest, env: LocalEnv, tree: Path, venv_env: dict[str, str]) -> Baseline:
+    """The whole suite once on the original, no test longer than the per-test limit (coderun_baseline)."""
     junit = env.logs / "baseline-junit.xml"
     log = env.logs / "baseline.log"
-    cmd = pytest_command(manifest, env.python, junit=junit, rootdir=tree)
+    records = env.logs / "baseline-limit"
+    shutil.rmtree(records, ignore_errors=True)
+    harness = install_limit(records / "harness")
+    cmd = baseline_command(manifest, env.python, harness=harness, out=records, junit=junit, rootdir=tree)
     started = time.monotonic()
     with start_services(manifest.tests.services) as services:
-        proc = _run(cmd, log, cwd=tree, env={**venv_env, **expand(test_env(manifest, tree), services.env)},
-                    timeout=manifest.tests.timeout, step="baseline test run")
+        t_env = limit_env(manifest, expand(test_env(manifest, tree), services.env), harness)
+        # the runner bounds each attempt by tests.timeout; this bounds it, should the runner itself hang
+        proc = _run(cmd, log, cwd=tree, env={**venv_env, **t_env},
+                    timeout=manifest.tests.timeout * (ATTEMPTS + 1), step="baseline test run")
     if proc.returncode not in (0, 1) or not junit.is_file():
         cause, hint = baseline_failure(log, manifest, proc.returncode)
         raise EnvironmentBuildError(
             f"{manifest.name}: the test suite did not run (pytest exit {proc.returncode}): {cause}",
             log_path=str(log), log_tail=tail(log, _LOG_TAIL_LINES), hint=hint)
+    timed_out = timed_out_tests(_read(records / "limit.log"), _read(records / "ended.json"))
     return Baseline(project=manifest.name, commit=env.checkout.commit,
                     python=_version_of(str(env.python)) or manifest.python, backend="local",
                     tests=parse_junit(junit, rootdir=tree), ignored=[t.test for t in manifest.tests.ignore],
-                    duration=round(time.monotonic() - started, 2), exit_code=proc.returncode)
+                    timed_out=timed_out, duration=round(time.monotonic() - started, 2), exit_code=proc.returncode)
+
+
+def _say_timed_out(manifest: Manifest, baseline: Baseline, warn) -> None:
+    if baseline.timed_out:
+        warn(timed_out_note(manifest, baseline))
+
+
+def _read(path: Path) -> str:
+    return path.read_text(errors="replace") if path.is_file() else ""

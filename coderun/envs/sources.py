@@ -231,7 +231,7 @@ def _worktree(name: str, repo_dir: Path, commit: str, kind: str, settings: Setti
         clone = git.Repo.clone_from(str(repo_dir), tmp / "t", no_checkout=True)
         clone.git.checkout("--detach", commit)
         if (tmp / "t" / ".gitmodules").is_file():
-            _update_submodules(clone, upstream)
+            _update_submodules(clone, upstream, settings)
         (tmp / "t" / ".git" / _ORIGIN_FILE).write_text(origin)
         (tmp / "t").rename(dest)
     except git.GitCommandError as e:
@@ -264,15 +264,62 @@ def _submodules_ready(repo: git.Repo) -> bool:
     return not any(line[:1] in ("-", "+", "U") for line in status.splitlines())
 
 
-def _update_submodules(clone: git.Repo, upstream: str | None) -> None:
+def _update_submodules(clone: git.Repo, upstream: str | None, settings: Settings) -> None:
+    """Check out the submodules at their recorded commits, each from a local mirror that holds that commit
+    (matched by URL like any git source), else from its URL; then theirs, the same way."""
     if upstream:  # relative submodule URLs (../lib.git) name siblings of the upstream, not of the mirror
         clone.git.config("remote.origin.url", upstream)
     # git refuses file:// submodules by default (CVE-2022-39253); a source that is itself local is the
-    # user's own machine, so its local submodules are allowed, and only then.
-    local = upstream is not None and (upstream.startswith("file://") or "://" not in upstream
-                                      and not re.match(r"^[\w.-]+@[\w.-]+:", upstream))
-    opts = ["-c", "protocol.file.allow=always"] if local else []
-    clone.git.execute(["git", *opts, "submodule", "update", "--init", "--recursive"])
+    # user's own machine, so its local submodules are allowed, and only then; so are the configured mirrors.
+    local = upstream is not None and _is_local(upstream)
+    clone.git.submodule("init")
+    root = Path(clone.working_tree_dir)
+    for name, path, url in _submodules(clone):
+        mirror = _submodule_mirror(clone, path, url, settings)
+        if mirror is not None:
+            clone.git.config(f"submodule.{name}.url", str(mirror))
+        allow = ["-c", "protocol.file.allow=always"] if local or mirror is not None else []
+        clone.git.execute(["git", *allow, "submodule", "update", "--", path])
+        if (root / path / ".gitmodules").is_file():
+            _update_submodules(git.Repo(root / path), url, settings)
+
+
+def _is_local(url: str) -> bool:
+    return url.startswith("file://") or "://" not in url and not re.match(r"^[\w.-]+@[\w.-]+:", url)
+
+
+def _submodules(clone: git.Repo) -> list[tuple[str, str, str]]:
+    """(name, path, URL as `submodule init` resolved it) of each submodule."""
+    try:
+        paths = clone.git.config("-f", ".gitmodules", "--get-regexp", r"^submodule\..*\.path$").splitlines()
+    except git.GitCommandError:  # no submodule entries
+        return []
+    out = []
+    for line in paths:
+        key, _, path = line.partition(" ")
+        name = key.removeprefix("submodule.").removesuffix(".path")
+        out.append((name, path, clone.git.config("--get", f"submodule.{name}.url")))
+    return out
+
+
+def _submodule_mirror(clone: git.Repo, path: str, url: str, settings: Settings) -> Path | None:
+    """The first local mirror of `url` that holds the commit the superproject records at `path`."""
+    if _is_local(url):
+        return None
+    recorded = clone.git.ls_tree("HEAD", "--", path).split()
+    if len(recorded) < 3 or recorded[1] != "commit":
+        return None
+    for folder in settings.git_mirrors:
+        for candidate in mirror_candidates(url, folder):
+            repo_dir = _unpacked(candidate, settings) if candidate.is_file() else candidate
+            try:
+                git.Repo(repo_dir).git.cat_file("-e", f"{recorded[2]}^{{commit}}")
+            except (git.GitCommandError, git.InvalidGitRepositoryError, git.NoSuchPathError):
+                print(f"warning: submodule {path}: mirror {candidate} does not hold {recorded[2]}; trying {url}",
+                      file=sys.stderr)
+                continue
+            return repo_dir
+    return None
 
 
 def _with_supplementary(co: Checkout, files: dict[str, Path], manifest: Manifest, settings: Settings) -> Checkout:

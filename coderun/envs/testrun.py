@@ -6,16 +6,21 @@ unittest suites run through pytest as well, so every stage sees pytest node ids.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import subprocess
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable
 from pathlib import Path
 
 from coderun.errors import EnvironmentBuildError, TaskError
+from coderun.harness import HARNESS_DIR, LIMIT_FILES
 from coderun.manifests.schema import Manifest
-from coderun.records import TestOutcome
+from coderun.records import Baseline, TestOutcome
 
+LIMIT_PLUGIN = "coderun_limit"
 _RANK = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
 # A parametrized test known by its parameters' positions (`test_f[#0-1]`, see tasks/coverage_map): pytest's
 # command line cannot name it, so its function is named (all its cases run).
@@ -24,8 +29,9 @@ _POSITION = re.compile(r"\[#\d+(?:-\d+)*\]$")
 
 def pytest_command(manifest: Manifest, python: str | Path, *, nodeids: list[str] | None = None,
                    junit: str | Path | None = None, rootdir: str | Path | None = None,
-                   extra: list[str] | None = None) -> list[str]:
-    """The command that runs `nodeids` (or the manifest's test paths) with junit output."""
+                   extra: list[str] | None = None, deselect: Iterable[str] = ()) -> list[str]:
+    """The command that runs `nodeids` (or the manifest's test paths, less `tests.ignore` and `deselect`)
+    with junit output."""
     cmd = [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-o", "junit_family=xunit1",
            "-o", "console_output_style=classic", "-q", "-rfE"]
     if rootdir:
@@ -38,9 +44,44 @@ def pytest_command(manifest: Manifest, python: str | Path, *, nodeids: list[str]
         cmd += list(dict.fromkeys(_POSITION.sub("", n) for n in nodeids))
     else:
         cmd += list(manifest.tests.paths)
-        for ignored in manifest.tests.ignore:
-            cmd += ["--deselect", ignored.test]
+        for test in [*(t.test for t in manifest.tests.ignore), *deselect]:
+            cmd += ["--deselect", test]
     return cmd
+
+
+def baseline_command(manifest: Manifest, python: str | Path, *, harness: str | Path, out: str | Path,
+                     junit: str | Path, rootdir: str | Path) -> list[str]:
+    """The baseline's command: the whole suite under the per-test limit (`limit_env`), run by coderun_baseline,
+    which runs it again without a test that ended the process; its records go to `out`."""
+    pytest = pytest_command(manifest, python, junit=junit, rootdir=rootdir, extra=["-p", LIMIT_PLUGIN])
+    return [str(python), f"{harness}/coderun_baseline.py", str(out), f"{manifest.tests.timeout:g}", "--", *pytest]
+
+
+def limit_env(manifest: Manifest, env: dict[str, str], harness: str | Path) -> dict[str, str]:
+    """`env` (a test run's, from test_env) for a whole-suite run under the per-test limit: the same upper bound
+    as every other run of the project's tests, the limit plugin importable after the project."""
+    return {**env, "PYTHONPATH": f"{env['PYTHONPATH']}{os.pathsep}{harness}",
+            "CODERUN_TEST_TIMEOUT": f"{manifest.tests.timeout_per_test:g}"}
+
+
+def install_limit(folder: Path) -> Path:
+    """The limit plugin and the baseline's runner, copied into `folder` (the harness folder of a host run)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in LIMIT_FILES:
+        shutil.copyfile(HARNESS_DIR / name, folder / name)
+    return folder
+
+
+def timed_out_tests(limit_log: str, ended: str) -> list[str]:
+    """The tests stopped at the per-test limit (`end NODEID timeout` in the limit log) and those that ended
+    the whole process (coderun_baseline's ended.json), in the order they ran."""
+    stopped = [f[1] for f in (line.split("\t") for line in limit_log.splitlines())
+               if len(f) == 3 and f[0] == "end" and f[2] == "timeout"]
+    try:
+        killed = [str(n) for n in json.loads(ended or "[]")]
+    except ValueError:
+        killed = []
+    return list(dict.fromkeys([*killed, *stopped]))
 
 
 def test_env(manifest: Manifest, tree: str | Path, configuration: str = "") -> dict[str, str]:
@@ -91,6 +132,14 @@ def append_log(log: Path | None, cmd: list[str], output: str) -> None:
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("a") as fh:
             fh.write(f"$ {' '.join(cmd)}\n{output}\n")
+
+
+def timed_out_note(manifest: Manifest, baseline: Baseline) -> str:
+    """What an environment build says of the baseline's tests that hit the per-test limit."""
+    shown = ", ".join(baseline.timed_out[:5]) + (f" and {len(baseline.timed_out) - 5} more" if len(baseline.timed_out) > 5 else "")
+    return (f"{manifest.name}: {len(baseline.timed_out)} test(s) ran over the per-test limit of "
+            f"{manifest.tests.timeout_per_test:g}s (tests.timeout_per_test) in the baseline and are left out of the "
+            f"test mapping: {shown}")
 
 
 def _nodeid(case: ET.Element, rootdir: Path | None) -> str:

@@ -16,6 +16,10 @@ HARNESS_DIR = Path(__file__).parent
 REPORTER_FILES = ("coderun_reporter.py", "coderun_integrity.py", "coderun_testcode.py", "coderun_values.py",
                   "coderun_differential.py", "coderun_mutants.py")
 
+# Whole-suite runs of the original (the baseline, the coverage run): the per-test limit (a pytest plugin,
+# `-p coderun_limit`) and the baseline's runner, which runs the suite again without a test that ended it.
+LIMIT_FILES = ("coderun_limit.py", "coderun_baseline.py")
+
 # The recorder (a pytest plugin, `-p coderun_recorder`), run by the task build in the project's venv, never in a
 # sandbox: what it imports.
 RECORDER_FILES = ("coderun_recorder.py", "coderun_values.py")

@@ -23,7 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from coderun.envs.services import expand, start_services
-from coderun.envs.testrun import pytest_command, run_logged, test_env, venv_env
+from coderun.envs.testrun import (
+    LIMIT_PLUGIN,
+    install_limit,
+    limit_env,
+    pytest_command,
+    run_logged,
+    test_env,
+    venv_env,
+)
 from coderun.errors import TaskError
 from coderun.manifests.schema import Manifest
 from coderun.records import Baseline, TestOutcome
@@ -241,7 +249,8 @@ def collect_coverage(manifest: Manifest, python: Path, tree: Path, baseline: Bas
         work = Path(tmp)
         copy = work / "tree"
         shutil.copytree(tree, copy, symlinks=True, ignore=shutil.ignore_patterns(".git"))
-        lines, outcomes, network, network_note, positions = _run_with_contexts(manifest, python, copy, work, log)
+        lines, outcomes, network, network_note, positions = _run_with_contexts(
+            manifest, python, copy, work, log, baseline.timed_out if baseline is not None else [])
         reason = "" if lines else "the coverage run recorded no line of the project's files"
     passing = {n for n, o in outcomes.items() if o.outcome == "passed"}
     if baseline is not None:  # a test the baseline saw must have passed there too
@@ -261,13 +270,13 @@ def collect_coverage(manifest: Manifest, python: Path, tree: Path, baseline: Bas
                        network_note=network_note, positions=positions)
 
 
-def _run_with_contexts(manifest: Manifest, python: Path, copy: Path, work: Path, log: Path | None
-                       ) -> tuple[dict[str, dict[int, frozenset[str]]], dict[str, TestOutcome],
-                                  dict[str, tuple[str, ...]], str, dict[str, str]]:
+def _run_with_contexts(manifest: Manifest, python: Path, copy: Path, work: Path, log: Path | None,
+                       timed_out: list[str]) -> tuple[dict[str, dict[int, frozenset[str]]], dict[str, TestOutcome],
+                                                      dict[str, tuple[str, ...]], str, dict[str, str]]:
     """(lines, outcomes, network attempts, why the network could not be checked, position key -> the node id
-    the coverage run gave the tests known by position)."""
-    plugin_dir = work / "plugin"
-    plugin_dir.mkdir()
+    the coverage run gave the tests known by position). Under the per-test limit, without the tests that hit
+    it in the baseline."""
+    plugin_dir = install_limit(work / "plugin")
     (plugin_dir / "coderun_covctx.py").write_text(_PLUGIN)
     (work / "reader.py").write_text(_READER)
     rc = work / "coveragerc"
@@ -277,11 +286,11 @@ def _run_with_contexts(manifest: Manifest, python: Path, copy: Path, work: Path,
     outcomes_file = work / "outcomes.json"
     env = venv_env(python)
     t_env = test_env(manifest, copy)
-    env.update(t_env)
-    env["PYTHONPATH"] = os.pathsep.join([t_env["PYTHONPATH"], str(plugin_dir)])
+    env.update(limit_env(manifest, t_env, plugin_dir))
     env["CODERUN_COVCTX_OUT"] = str(outcomes_file)
     env["COVERAGE_CORE"] = "ctrace"  # sys.monitoring records a line once, not once per context
-    pytest_cmd = pytest_command(manifest, python, rootdir=copy, extra=["-p", "coderun_covctx"])
+    pytest_cmd = pytest_command(manifest, python, rootdir=copy, extra=["-p", "coderun_covctx", "-p", LIMIT_PLUGIN],
+                                deselect=timed_out)
     cmd = [str(python), "-m", "coverage", "run", f"--rcfile={rc}", *pytest_cmd[1:]]
     collect_cmd = pytest_command(manifest, python, rootdir=copy, extra=["-p", "coderun_covctx", "--collect-only"])
     collected_file = work / "collected.json"
