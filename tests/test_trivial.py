@@ -238,3 +238,43 @@ def test_a_build_stores_reports_and_lists_the_trivial_bodies_that_pass(tmp_path,
     assert "disagrees with the original" in by_index[1].reason
     log = (tmp_path / "run" / by_index[1].log_path).read_text()
     assert "## differential (pass+)" in log and "original:" in log and "sample:" in log
+
+
+DRAIN = {
+    "lib/__init__.py": "",
+    "lib/queue.py": f'''def pop_oldest(items):
+    {DOC.format(what="oldest entry of the list, removed from it, or None once the list is empty")}
+    if not items:
+        return None
+    first = items[0]
+    del items[0]
+    return first
+''',
+    "tests/test_queue.py": '''from lib.queue import pop_oldest
+
+
+def test_drain_counts_every_entry():
+    items, count = [1, 2, 3], 0
+    while pop_oldest(items) is not None:
+        count += 1
+    assert count == 3 and items == []
+''',
+}
+
+
+@pytest.mark.slow
+def test_a_trivial_body_that_loops_is_stopped_at_a_limit_from_the_original_time(tmp_path, monkeypatch):
+    """A trivial body that loops (`return items` where the caller waits for None) sat out the evaluation's
+    10 s per-test timeout in every build (122 of 163 s of cachetools' verification): its run only decides
+    whether the body is caught, and the original took milliseconds."""
+    write_tree(tmp_path / "lib", DRAIN)
+    (tmp_path / "lib.yaml").write_text(f"name: lib\nsource: {{path: {tmp_path / 'lib'}}}\npython: '3.11'\n"
+                                       "tests:\n  paths: [tests]\n  timeout_per_test: 30\n")
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    settings = load_settings()
+    build_tasks(load_manifest(tmp_path / "lib.yaml"), settings, progress=False, rigor=False)
+    task = next(t for t in load_tasks(settings, status="all") if t.name == "pop_oldest")
+    assert task.status is TaskStatus.VERIFIED and task.trivial_passes == []
+    logs = [p.read_text() for p in sorted((settings.runs / "tasks" / "lib").glob("run-*.log"))]
+    timed_out = [text for text in logs if "(coderun per-test timeout)" in text]
+    assert timed_out and all("Timeout: test exceeded 0.5 s" in text for text in timed_out), timed_out

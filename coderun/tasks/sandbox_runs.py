@@ -24,6 +24,8 @@ from coderun.tasks.coverage_map import test_file
 
 # Whole-run limit of a run with a stubbed body, over five times its tests' baseline time (see stub_run_limit).
 STUB_RUN_SECONDS = 60.0
+# Per-test limit of a stubbed body's run: this many times the slowest test's baseline time, at least the floor.
+STUB_TEST_FACTOR, STUB_TEST_FLOOR = 5.0, 0.5
 
 
 def configuration_names(manifest: Manifest) -> list[str]:
@@ -36,6 +38,13 @@ def stub_run_limit(durations: list[float]) -> float:
     reaches (a `pass` body in a loop run at import, e.g. zope's C3 merge); a timeout only counts as the
     stub being caught, so a limit this much over the original's time costs nothing but that wait."""
     return STUB_RUN_SECONDS + 5 * sum(durations)
+
+
+def stub_test_limit(durations: list[float], per_test: float) -> float:
+    """The per-test limit of a stubbed body's run. Such a run only decides whether the stub is caught, and a
+    timeout counts as caught: waiting out the evaluation's limit (10 s or more) for a stub that loops (a
+    `return None` in a cache's `popitem`) settles nothing the original's own time did not."""
+    return min(per_test, max(STUB_TEST_FLOOR, STUB_TEST_FACTOR * max(durations, default=0.0)))
 
 
 @contextlib.contextmanager
@@ -57,15 +66,21 @@ def sandbox_tests(manifest: Manifest, settings: Settings, backend: str, env: Loc
     t_envs = {conf: {k: v for k, v in test_env(manifest, tree, conf).items() if k != "PYTHONPATH"}
               for conf in configuration_names(manifest)}
 
+    # Each test's longest time in a run of the original on the task's own tests: the first test of a subset
+    # pays for module fixtures that another test paid for in the baseline.
+    seen: dict[str, float] = {}
+
     def evidence(relfile: str | None, new_source: str | None, nodeids: list[str], *, first_failure: bool = False,
                  configuration: str = "", differential: str | None = None, extra_time: float = 0.0):
+        original = new_source is None
         # Every run writes one file: with nothing to change, write a test file back unchanged.
         relfile = relfile or test_file(nodeids[0])
         if new_source is None:
             new_source = (tree / relfile).read_text(encoding="utf-8")
-        per_test, total = run_limits([durations.get(n, 1.0) for n in nodeids], manifest)
+        recorded = [max(durations.get(n, 1.0), seen.get(n, 0.0)) for n in nodeids]
+        per_test, total = run_limits(recorded, manifest)
         if first_failure:
-            total = min(total, stub_run_limit([durations.get(n, 1.0) for n in nodeids]))
+            per_test, total = stub_test_limit(recorded, per_test), min(total, stub_run_limit(recorded))
         with lock:
             # Verification runs are run-N.log; the pass+ runs (exploring, confirming) pass-plus-N.log.
             log = logs / f"{'pass-plus' if differential else 'run'}-{next(counter):05d}.log"
@@ -77,6 +92,9 @@ def sandbox_tests(manifest: Manifest, settings: Settings, backend: str, env: Loc
         if ev.infra_error:
             raise SandboxError(f"{manifest.name}: the sandbox failed while verifying tasks: {ev.infra_error}",
                                hint=f"see {log}; the decisions made so far are kept, run the build again")
+        if original and not differential:
+            with lock:
+                seen.update({t.nodeid: max(seen.get(t.nodeid, 0.0), t.duration) for t in ev.outcomes})
         machinery = ev.machinery()
         if machinery:  # evaluation would grade every sample of this run as tampering: say so now
             raise TaskError(f"{manifest.name}: running the project's own code trips coderun's tampering check "
