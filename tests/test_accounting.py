@@ -44,10 +44,13 @@ def lonely(a, b):
     total = total - b
     return total
 ''',
-    "tests/test_ops.py": "from calc.ops import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+    # Two values each: a trivial body returning the recorded constant would pass one (and leave the headline).
+    "tests/test_ops.py": "from calc.ops import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+                         "    assert add(1, 1) == 2\n",
 }
 
-SUPPLEMENTARY = "from calc.ops import scaled\n\n\ndef test_scaled():\n    assert scaled(2, 3) == 6\n"
+SUPPLEMENTARY = ("from calc.ops import scaled\n\n\ndef test_scaled():\n    assert scaled(2, 3) == 6\n"
+                 "    assert scaled(1, 4) == 4\n")
 
 MANIFEST = """name: calc
 source: {path: upstream}
