@@ -1,7 +1,7 @@
 """Evaluation speed: the default executor (workers) against `--executor naive`, same samples, same machine.
 
     python benchmarks/eval_speed.py [--backend local|docker|both] [--project P ...] [--limit N] [--jobs J]
-                                    [--repeat R] [--samples FILE] [--reverse] [--no-isolation-cost]
+                                    [--repeat R] [--samples FILE] [--reverse] [--no-isolation-cost] [--keep DIR]
 
 Sample set: CoderEval's released CodeGen samples (default ../shared/codereval/results-CodeGen-raw.jsonl,
 beside the repository)
@@ -15,13 +15,15 @@ the test process, against the rest of the sample's evaluation) and whether every
 backend each executor then runs the same samples again with `--isolation none`: the cost of isolation per
 sample is the median of the paired differences (a unique sample's time with namespaces minus without), with the
 wall times and whether the verdicts agree. `--reverse` evaluates the samples file in reverse order (verdicts
-that depend on the order of samples show up against a forward run). Environments and images are built (or
+that depend on the order of samples show up against a forward run). `--keep DIR` keeps the run folders (and the
+samples file) in DIR, to compare them with another order's (a temporary folder else). Environments and images are built (or
 found) before anything is timed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import tempfile
@@ -173,13 +175,18 @@ def main() -> None:
     ap.add_argument("--reverse", action="store_true", help="the samples in reverse order")
     ap.add_argument("--no-isolation-cost", dest="isolation_cost", action="store_false",
                     help="local: do not run the samples again without namespaces")
+    ap.add_argument("--keep", type=Path, help="keep the run folders in this (new or empty) folder")
     args = ap.parse_args()
     settings = load_settings()
     tasks = codereval_tasks(args, settings)
     backends = ["local", "docker"] if args.backend == "both" else [args.backend]
     print(f"tasks with CoderEval aliases: {len(tasks)} in {', '.join(sorted({t.project for t in tasks}))}; "
           f"jobs {args.jobs}")
-    with tempfile.TemporaryDirectory(prefix="coderun-evalspeed-") as tmp:
+    if args.keep and args.keep.exists() and any(args.keep.iterdir()):
+        raise SystemExit(f"--keep {args.keep}: the folder is not empty (name a new one)")
+    with contextlib.nullcontext(str(args.keep)) if args.keep else tempfile.TemporaryDirectory(
+            prefix="coderun-evalspeed-") as tmp:
+        Path(tmp).mkdir(parents=True, exist_ok=True)
         samples = Path(tmp) / "samples.jsonl"
         n, unique = sample_file(args, tasks, samples)
         rows = []
