@@ -1,7 +1,7 @@
 """Evaluation speed: the default executor (workers) against `--executor naive`, same samples, same machine.
 
     python benchmarks/eval_speed.py [--backend local|docker|both] [--project P ...] [--limit N] [--jobs J]
-                                    [--repeat R] [--samples FILE] [--reverse] [--no-isolation-cost]
+                                    [--repeat R] [--samples FILE] [--reverse] [--no-isolation-cost] [--keep DIR]
 
 Sample set: CoderEval's released CodeGen samples (default ../shared/codereval/results-CodeGen-raw.jsonl,
 beside the repository)
@@ -12,16 +12,19 @@ sample minus its mapped tests' baseline duration), the median cost of the report
 sample with each executor (its snapshot and its verification after every test, as the reporter measured
 them), what the differential step (pass+) adds to the samples it runs for (the step's own time, measured in
 the test process, against the rest of the sample's evaluation) and whether every verdict agreed. On the local
-backend each executor then runs the same samples again with `--isolation none`: the cost of isolation per
-sample is the median of the paired differences (a unique sample's time with namespaces minus without), with the
-wall times and whether the verdicts agree. `--reverse` evaluates the samples file in reverse order (verdicts
-that depend on the order of samples show up against a forward run). Environments and images are built (or
+backend each executor then runs the same samples again with `--isolation none`, then once more with namespaces:
+the cost of isolation per sample is the median of the paired differences (a unique sample's mean time with
+namespaces, before and after, minus its time without; samples graded alike in the three runs), with the wall
+times and whether the verdicts agree. `--reverse` evaluates the samples file in reverse order (verdicts
+that depend on the order of samples show up against a forward run). `--keep DIR` keeps the run folders (and the
+samples file) in DIR, to compare them with another order's (a temporary folder else). Environments and images are built (or
 found) before anything is timed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import tempfile
@@ -138,20 +141,28 @@ def one_round(args, settings, tasks, backend: str, samples: Path, work: Path, n:
 
 
 def isolation_cost(args, settings, tasks, samples: Path, work: Path, with_ns: dict[str, dict]) -> dict:
-    """Each executor again without namespaces (`--isolation none`): per unique sample, its time with them minus
-    its time without; the median of those differences, the wall times, and whether the verdicts agree."""
+    """Each executor again without namespaces (`--isolation none`), then once more with them: per unique sample
+    graded the same in the three runs, the mean of its two times with namespaces minus its time without (the
+    runs before and after cancel a load that drifts during the measurement); the median of those differences,
+    the wall times, and whether the verdicts agree."""
     out = {}
     for executor, on in with_ns.items():
         wall, _summary, off = evaluate(settings, tasks, samples, "local", executor, args.jobs,
                                        work / f"{executor}-none", isolation="none")
-        paired = [on[k].duration - off[k].duration for k in on if k in off and "(same code as" not in on[k].reason
-                  and on[k].evidence is not None and off[k].evidence is not None]
+        _wall, _summary, again = evaluate(settings, tasks, samples, "local", executor, args.jobs,
+                                          work / f"{executor}-again")
         differ = [k for k in on if k in off and (on[k].verdict, on[k].failure) != (off[k].verdict, off[k].failure)]
+        runs = (on, again, off)
+        paired = [(on[k].duration + again[k].duration) / 2 - off[k].duration for k in on
+                  if "(same code as" not in on[k].reason
+                  and all(k in r and r[k].evidence is not None and (r[k].verdict, r[k].failure)
+                          == (on[k].verdict, on[k].failure) for r in runs)]
         cost = 1000 * statistics.median(paired) if paired else float("nan")
         out[executor] = {"cost_ms": cost, "wall_none_s": wall, "differ": differ}
         print(f"local  isolation cost per sample ({executor}): median {cost:+.1f} ms over {len(paired)} unique "
-              f"samples; wall without namespaces {wall:.1f}s; verdicts with and without "
-              f"{'all agree' if not differ else f'{len(differ)} DIFFER'}", flush=True)
+              f"samples graded alike (namespaces before and after the run without); wall without namespaces "
+              f"{wall:.1f}s; verdicts with and without {'all agree' if not differ else f'{len(differ)} DIFFER'}",
+              flush=True)
         for k in differ[:10]:
             print(f"   differs {k}: namespaces {on[k].verdict.value} {on[k].failure} | none "
                   f"{off[k].verdict.value} {off[k].failure}")
@@ -173,13 +184,18 @@ def main() -> None:
     ap.add_argument("--reverse", action="store_true", help="the samples in reverse order")
     ap.add_argument("--no-isolation-cost", dest="isolation_cost", action="store_false",
                     help="local: do not run the samples again without namespaces")
+    ap.add_argument("--keep", type=Path, help="keep the run folders in this (new or empty) folder")
     args = ap.parse_args()
     settings = load_settings()
     tasks = codereval_tasks(args, settings)
     backends = ["local", "docker"] if args.backend == "both" else [args.backend]
     print(f"tasks with CoderEval aliases: {len(tasks)} in {', '.join(sorted({t.project for t in tasks}))}; "
           f"jobs {args.jobs}")
-    with tempfile.TemporaryDirectory(prefix="coderun-evalspeed-") as tmp:
+    if args.keep and args.keep.exists() and any(args.keep.iterdir()):
+        raise SystemExit(f"--keep {args.keep}: the folder is not empty (name a new one)")
+    with contextlib.nullcontext(str(args.keep)) if args.keep else tempfile.TemporaryDirectory(
+            prefix="coderun-evalspeed-") as tmp:
+        Path(tmp).mkdir(parents=True, exist_ok=True)
         samples = Path(tmp) / "samples.jsonl"
         n, unique = sample_file(args, tasks, samples)
         rows = []
