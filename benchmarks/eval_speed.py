@@ -1,7 +1,7 @@
 """Evaluation speed: the default executor (workers) against `--executor naive`, same samples, same machine.
 
     python benchmarks/eval_speed.py [--backend local|docker|both] [--project P ...] [--limit N] [--jobs J]
-                                    [--repeat R] [--samples FILE]
+                                    [--repeat R] [--samples FILE] [--reverse] [--no-isolation-cost]
 
 Sample set: CoderEval's released CodeGen samples (default ../shared/codereval/results-CodeGen-raw.jsonl,
 beside the repository)
@@ -11,8 +11,12 @@ wall time of each, the ratio, the median per-sample overhead of workers (the wal
 sample minus its mapped tests' baseline duration), the median cost of the reporter's integrity check per
 sample with each executor (its snapshot and its verification after every test, as the reporter measured
 them), what the differential step (pass+) adds to the samples it runs for (the step's own time, measured in
-the test process, against the rest of the sample's evaluation) and whether every verdict agreed. Environments and
-images are built (or found) before anything is timed.
+the test process, against the rest of the sample's evaluation) and whether every verdict agreed. On the local
+backend each executor then runs the same samples again with `--isolation none`: the cost of isolation per
+sample is the median of the paired differences (a unique sample's time with namespaces minus without), with the
+wall times and whether the verdicts agree. `--reverse` evaluates the samples file in reverse order (verdicts
+that depend on the order of samples show up against a forward run). Environments and images are built (or
+found) before anything is timed.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ def sample_file(args, tasks, out: Path) -> tuple[int, int]:
     """The selected samples in coderun's format; returns (samples, unique (task, code) pairs)."""
     loaded = read_samples(args.samples, resolver_from_tasks(tasks))
     chosen = loaded.samples[: args.limit] if args.limit else loaded.samples
+    chosen = chosen[::-1] if args.reverse else chosen
     out.write_text("".join(json.dumps({"task_id": s.task_id, "solution": s.code}) + "\n" for s in chosen))
     return len(chosen), len({(s.task_id, " ".join(s.code.split())) for s in chosen})
 
@@ -55,9 +60,10 @@ def codereval_tasks(args, settings) -> list:
     return tasks
 
 
-def evaluate(settings, tasks, samples: Path, backend: str, executor: str, jobs: int, run_dir: Path):
+def evaluate(settings, tasks, samples: Path, backend: str, executor: str, jobs: int, run_dir: Path,
+             isolation: str = "auto"):
     req = EvalRequest(samples=samples, backend=backend, jobs=jobs, executor=executor, run_dir=run_dir,
-                      label=f"{executor} {backend}")
+                      label=f"{executor} {backend} isolation {isolation}", isolation=isolation)
     t0 = time.perf_counter()
     store, _ = start_run(req, settings, tasks)
     summary = execute(store, settings)
@@ -116,6 +122,8 @@ def one_round(args, settings, tasks, backend: str, samples: Path, work: Path, n:
           f"fallbacks {row['fallbacks']}", flush=True)
     print(f"{backend:6} integrity check per sample, median: naive {row['integrity_ms'][0]:.1f} ms, "
           f"workers {row['integrity_ms'][1]:.1f} ms", flush=True)
+    if backend == "local" and args.isolation_cost:
+        row["isolation"] = isolation_cost(args, settings, tasks, samples, work, {"workers": workers, "naive": naive})
     step, share, ran = differential_cost(workers)
     all_median = statistics.median(r.duration for r in workers.values() if "(same code as" not in r.reason)
     row["differential"] = (step, share, ran)
@@ -127,6 +135,27 @@ def one_round(args, settings, tasks, backend: str, samples: Path, work: Path, n:
         print(f"   differs {k}: naive {naive[k].verdict.value} {naive[k].failure} | workers "
               f"{w.verdict.value if w else None} {w.failure if w else ''}")
     return row
+
+
+def isolation_cost(args, settings, tasks, samples: Path, work: Path, with_ns: dict[str, dict]) -> dict:
+    """Each executor again without namespaces (`--isolation none`): per unique sample, its time with them minus
+    its time without; the median of those differences, the wall times, and whether the verdicts agree."""
+    out = {}
+    for executor, on in with_ns.items():
+        wall, _summary, off = evaluate(settings, tasks, samples, "local", executor, args.jobs,
+                                       work / f"{executor}-none", isolation="none")
+        paired = [on[k].duration - off[k].duration for k in on if k in off and "(same code as" not in on[k].reason
+                  and on[k].evidence is not None and off[k].evidence is not None]
+        differ = [k for k in on if k in off and (on[k].verdict, on[k].failure) != (off[k].verdict, off[k].failure)]
+        cost = 1000 * statistics.median(paired) if paired else float("nan")
+        out[executor] = {"cost_ms": cost, "wall_none_s": wall, "differ": differ}
+        print(f"local  isolation cost per sample ({executor}): median {cost:+.1f} ms over {len(paired)} unique "
+              f"samples; wall without namespaces {wall:.1f}s; verdicts with and without "
+              f"{'all agree' if not differ else f'{len(differ)} DIFFER'}", flush=True)
+        for k in differ[:10]:
+            print(f"   differs {k}: namespaces {on[k].verdict.value} {on[k].failure} | none "
+                  f"{off[k].verdict.value} {off[k].failure}")
+    return out
 
 
 def spread(values: list[float]) -> str:
@@ -141,6 +170,9 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--samples", type=Path, default=DEFAULT_SAMPLES)
+    ap.add_argument("--reverse", action="store_true", help="the samples in reverse order")
+    ap.add_argument("--no-isolation-cost", dest="isolation_cost", action="store_false",
+                    help="local: do not run the samples again without namespaces")
     args = ap.parse_args()
     settings = load_settings()
     tasks = codereval_tasks(args, settings)
@@ -165,6 +197,9 @@ def main() -> None:
                       f"overhead {spread([r['overhead_ms'] for r in mine])} ms; integrity (workers) "
                       f"{spread([r['integrity_ms'][1] for r in mine])} ms; "
                       f"all verdicts agree in {sum(r['agree'] for r in mine)}/{len(mine)} runs")
+            for executor in ("workers", "naive") if all("isolation" in r for r in mine) and len(mine) > 1 else ():
+                print(f"{backend}: isolation cost per sample ({executor}) "
+                      f"{spread([r['isolation'][executor]['cost_ms'] for r in mine])} ms")
 
 
 if __name__ == "__main__":

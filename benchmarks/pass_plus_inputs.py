@@ -24,7 +24,7 @@ def main() -> None:
     ap.add_argument("--project", action="append", default=[])
     args = ap.parse_args()
     settings = load_settings()
-    tasks = [t for p in (args.project or [None]) for t in load_tasks(settings, project=p)]
+    tasks = [t for p in (args.project or [None]) for t in load_tasks(settings, project=p, status="verified")]
     derived = [t for t in tasks if t.rigor is not None]
     if not derived:
         raise SystemExit("no task has pass+ inputs derived: run `coderun tasks rigor PROJECT...`")

@@ -47,7 +47,7 @@ def main() -> None:
     ap.add_argument("--run-dir", type=Path, default=None)
     args = ap.parse_args()
     settings = load_settings()
-    tasks = [t for p in (args.project or [None]) for t in load_tasks(settings, project=p)]
+    tasks = [t for p in (args.project or [None]) for t in load_tasks(settings, project=p, status="verified")]
     if not tasks:
         raise SystemExit("no built task: build some with `coderun tasks build <project>`")
     inputs = load_inputs(settings, [t.task_id for t in tasks])

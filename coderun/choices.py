@@ -29,11 +29,6 @@ class Backend(_Choice):
     LOCAL = "local"
     DOCKER = "docker"
 
-    @property
-    def isolated(self) -> bool:
-        """Whether a sample runs apart from the user's files and processes (README, threat model)."""
-        return self is Backend.DOCKER
-
 
 class Executor(_Choice):
     """workers: a long-lived worker per project and slot forks a child per unique sample; naive: a fresh
@@ -41,3 +36,13 @@ class Executor(_Choice):
 
     WORKERS = "workers"
     NAIVE = "naive"
+
+
+class Isolation(_Choice):
+    """How a local sandbox is kept apart from the host (README, threat model); docker's is its container.
+    auto: namespaces where this machine can make them, else none, said at the start and recorded in the run;
+    namespaces: required, a run stops when they cannot be made; none: turned off (samples share the host)."""
+
+    AUTO = "auto"
+    NAMESPACES = "namespaces"
+    NONE = "none"

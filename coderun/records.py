@@ -190,6 +190,9 @@ class Task(Record):
     # The trivial bodies (rigor.trivial names: none, first_arg, empty, constant) with which the tests still
     # pass in every configuration: what the tests do not check. Kept and marked like pass_stub_passes.
     trivial_passes: list[str] = Field(default_factory=list)
+    # Of trivial_passes, those pass+ lets through as well (run on the task's differential inputs at build;
+    # all of them when it has none). None: not checked (a store from before), taken as all of them.
+    trivial_plus_passes: list[str] | None = None
     # Mapped tests that tried to reach the network in the coverage run (environment-dependent).
     network_tests: list[NetworkAttempt] = Field(default_factory=list)
     # The differential step's inputs, in numbers (None: never built for this task).
@@ -199,9 +202,37 @@ class Task(Record):
     def environment_dependent(self) -> bool:
         return bool(self.network_tests)
 
+    def trivially_passed(self, rigor: str = "base") -> list[str]:
+        """The trivial bodies that get the verdict `rigor` (base: the project's tests; plus: pass+) on this
+        task: a task with any does not check what the headline says it does (left out unless --include-weak)."""
+        if rigor == "plus" and self.trivial_plus_passes is not None:
+            return list(self.trivial_plus_passes)
+        return list(self.trivial_passes)
+
+    def flags(self) -> list[str]:
+        """What the task build found about its tests, as `tasks list`, `eval` and the reports name it: `weak`
+        (a `raise` or `return None` body passes them), `trivial:NAMES` (other trivial bodies do), `network`
+        (some tried to reach the network), `supplementary` (some were written for the benchmark)."""
+        others = [n for n in self.trivial_passes if n != "none"]
+        weak = self.pass_stub_passes or self.status is TaskStatus.WEAK
+        return ((["weak"] if weak else []) + ([f"trivial:{','.join(others)}"] if others else [])
+                + (["network"] if self.network_tests else []) + (["supplementary"] if self.supplementary else []))
+
     def runs(self) -> list[ConfigurationTests]:
         """What a sample of this task runs: each configuration's tests, or one run of `tests`."""
         return self.configurations or [ConfigurationTests(name="", tests=list(self.tests))]
+
+    def own_doctests(self) -> list[str]:
+        """The mapped tests that are the doctests of the target's own docstring: pytest names them
+        `FILE::MODULE.QUALNAME`, MODULE the dotted name of FILE (or its last parts, as imported)."""
+        module = self.file.removesuffix(".py").removesuffix("/__init__").split("/")
+        out = []
+        for nodeid in dict.fromkeys(n for conf in self.runs() for n in conf.tests):
+            path, _, name = nodeid.partition("::")
+            prefix = name.removesuffix("." + self.qualname)
+            if path == self.file and prefix != name and module[-len(prefix.split(".")):] == prefix.split("."):
+                out.append(nodeid)
+        return out
 
 
 class Unverified(str, Enum):
@@ -267,6 +298,7 @@ class FindingKind(str, Enum):
     PLUGIN_REGISTERED_DURING_TESTS = "plugin_registered_during_tests"
     RUNTIME_REPLACED = "runtime_replaced"            # a builtin, or a sys attribute pytest calls
     OUTCOME_FORGED = "outcome_forged"                # a phase that raised, reported otherwise
+    TESTS_CHANGED = "tests_changed"                  # the collected test code changed, or is not its files' code
     # the records' pass not borne out by what the process wrote elsewhere (runner/corroborate)
     UNCORROBORATED = "uncorroborated"
     UNKNOWN_REPORTER_CODE = "unknown_reporter_code"   # a code coderun does not know: fail safe
@@ -399,6 +431,8 @@ class RunEnvironment(Record):
 
     coderun: CoderunEnvironment
     projects: dict[str, ProjectEnvironment] = Field(default_factory=dict)
+    isolation: str = ""                # how samples were kept apart: container, namespaces or none ("": older)
+    isolation_note: str = ""           # what made them (bubblewrap's version), or why there were none
 
 
 def _canonical(name: str) -> str:

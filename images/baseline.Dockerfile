@@ -15,5 +15,15 @@ RUN set -eux; \
     rm -rf /tmp/coderun-baseline; \
     chown -R root:root /opt/coderun/baseline; chmod -R a+rX,go-w /opt/coderun/baseline; \
     echo "baseline exit code: $(cat /opt/coderun/baseline/exit_code)"
+# No answer key in the containers samples run in (coderun's issue 34): the project's own modules that an
+# install of the project put in the venv are deleted (installed.py), and the pristine tree moves where only
+# root can read it. coderun reads it through the engine's archive API, outside every container, and gives each
+# sample a copy with the sample's function in place of the original.
+COPY installed.py /opt/coderun/installed.py
+RUN set -eux; \
+    /opt/venv/bin/python /opt/coderun/installed.py "${PYTHONPATH}" --delete; \
+    mv /work/project /opt/coderun/pristine; \
+    chown root:root /opt/coderun/pristine; chmod 700 /opt/coderun/pristine; \
+    mkdir /work/project; chown coderun:coderun /work/project
 USER coderun
 WORKDIR /work/project

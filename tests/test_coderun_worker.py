@@ -15,12 +15,20 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from coderun.evaluation.evaluate import _next_unit
 from coderun.harness import HARNESS_DIR
+from coderun.sandbox.trees import tree_tar
 
 sys.path.insert(0, str(HARNESS_DIR))  # as in the sandbox: the files import each other as top-level modules
 child, children, folders, hashing, statements = (
     importlib.import_module(f"coderun_{name}") for name in ("child", "children", "folders", "hashes", "statements"))
+
+
+def _snapshot(root: Path):
+    """The worker's snapshot of a tree, as it gets it: the tar the host sends."""
+    return folders.Snapshot.from_tar(tree_tar(root))
 
 
 def _tree(root: Path) -> dict[str, tuple]:
@@ -33,9 +41,9 @@ def _tree(root: Path) -> dict[str, tuple]:
             if stat.S_ISLNK(st.st_mode):
                 out[rel] = ("link", os.readlink(p))
             elif p.is_dir():
-                out[rel] = ("dir", stat.S_IMODE(st.st_mode), st.st_mtime_ns)
-            else:
-                out[rel] = ("file", p.read_bytes(), stat.S_IMODE(st.st_mode), st.st_mtime_ns)
+                out[rel] = ("dir", stat.S_IMODE(st.st_mode), st.st_mtime_ns // 1_000_000)
+            else:  # a tar keeps times to about the microsecond
+                out[rel] = ("file", p.read_bytes(), stat.S_IMODE(st.st_mode), st.st_mtime_ns // 1_000_000)
     return out
 
 
@@ -55,19 +63,24 @@ def test_snapshot_copy_equals_copytree(tmp_path):
     os.utime(src / "pkg" / "mod.py", ns=(1_000_000_000_000_000_000, 1_000_000_000_123_456_789))
     os.utime(src / "pkg", ns=(1_500_000_000_000_000_000, 1_500_000_000_000_000_000))
 
-    snap = folders.Snapshot.take(str(src))
-    assert snap is not None
+    (src / "pkg" / "__pycache__").mkdir()
+    (src / "pkg" / "__pycache__" / "mod.cpython-39.pyc").write_bytes(b"compiled original")
+    (src / "pkg" / "old.pyc").write_bytes(b"compiled original")
+    snap = _snapshot(src)
     snap.write(str(tmp_path / "ours"))
-    shutil.copytree(src, tmp_path / "theirs", symlinks=True, ignore=shutil.ignore_patterns(".git"))
+    shutil.copytree(src, tmp_path / "theirs", symlinks=True,
+                    ignore=shutil.ignore_patterns(".git", "__pycache__", "*.pyc"))
     ours, theirs = _tree(tmp_path / "ours"), _tree(tmp_path / "theirs")
     assert ours == theirs
-    assert ".git" not in ours and ours["pkg/mod.py"][3] == 1_000_000_000_123_456_789
+    assert ".git" not in ours and ours["pkg/mod.py"][3] == 1_000_000_000_123
+    assert "pkg/__pycache__" not in ours and "pkg/old.pyc" not in ours
 
 
 def test_snapshot_gives_up_on_a_tree_over_its_limit(tmp_path, monkeypatch):
     (tmp_path / "big.bin").write_bytes(b"x" * 2000)
     monkeypatch.setattr(folders.Snapshot, "LIMIT", 1000)
-    assert folders.Snapshot.take(str(tmp_path)) is None
+    with pytest.raises(ValueError, match="over"):
+        _snapshot(tmp_path)
 
 
 def test_kept_bytecode_maps_to_its_source():
@@ -81,8 +94,8 @@ def test_kept_bytecode_of_the_spliced_file_is_left_out(tmp_path):
     (src / "pkg").mkdir(parents=True)
     (src / "pkg" / "mod.py").write_text("x = 1\n")
     (src / "pkg" / "other.py").write_text("y = 2\n")
-    worker = folders.SampleFolders(str(src), str(tmp_path / "scratch"))
-    worker.snapshot = folders.Snapshot.take(str(src))
+    worker = folders.SampleFolders(str(tmp_path / "scratch"))
+    worker.snapshot = _snapshot(src)
     worker.bytecode = {"pkg/__pycache__/mod.cpython-39.pyc": b"stale", "pkg/__pycache__/other.cpython-39.pyc": b"kept"}
     worker.copy_pristine(str(tmp_path / "copy"))
     cache = tmp_path / "copy" / "pkg" / "__pycache__"
@@ -105,9 +118,9 @@ def _sample_folder(tmp_path: Path) -> tuple[folders.Snapshot, dict, Path, folder
     (src / "run.sh").chmod(0o755)
     (src / "link").symlink_to("pkg/mod.py")
     os.utime(src / "pkg", ns=(1_500_000_000_000_000_000, 1_500_000_000_000_000_000))
-    snap = folders.Snapshot.take(str(src))
+    snap = _snapshot(src)
     bytecode = {"pkg/__pycache__/__init__.cpython-39.pyc": b"kept bytecode"}
-    worker = folders.SampleFolders(str(src), str(tmp_path))
+    worker = folders.SampleFolders(str(tmp_path))
     worker.snapshot, worker.bytecode = snap, bytecode
     base = tmp_path / "s"
     for d in (base, base / "home", base / "tmp"):
@@ -122,6 +135,25 @@ def _sample_folder(tmp_path: Path) -> tuple[folders.Snapshot, dict, Path, folder
 def _known(snap: folders.Snapshot, src: Path) -> dict:
     pristine = hashing.hashes(str(src))
     return {rel: (data, pristine[rel]) for rel, data, *_ in snap.files}
+
+
+def test_a_samples_process_holds_no_copy_of_the_file_it_replaces(tmp_path):
+    """Issue 34: a worker keeps the pristine tree in memory, and a sample's child is a fork of it. The child
+    (and a task's template) drops every copy of the file the sample replaces: the snapshot's bytes, the
+    known hashes' bytes, its kept bytecode and the folder record's bytes, so its code finds no original."""
+    snap, bytecode, base, folder = _sample_folder(tmp_path)
+    original = (tmp_path / "src" / "pkg" / "mod.py").read_bytes()
+    worker = folders.SampleFolders(str(tmp_path))
+    worker.snapshot, worker.folder, worker.known = snap, folder, _known(snap, tmp_path / "src")
+    worker.bytecode = {**bytecode, "pkg/__pycache__/mod.cpython-39.pyc": b"compiled " + original}
+    worker.forget("pkg/mod.py")
+    held = [data for _, data, *_ in snap.files] + [data for data, _ in worker.known.values()]
+    held += [*worker.bytecode.values(), *folder.files.values()]
+    assert not [data for data in held if original in data]
+    assert snap.text("pkg/__init__.py") == b"" and snap.text("pkg/mod.py") == b""
+    copy = tmp_path / "copy"
+    worker.copy_pristine(str(copy))  # a copy made after it: the sample's file goes in the empty one's place
+    assert (copy / "pkg" / "mod.py").read_bytes() == b"" and (copy / "tests" / "test_mod.py").exists()
 
 
 def test_a_damaged_sample_folder_is_put_back_as_a_fresh_copy_would_be(tmp_path):
@@ -229,8 +261,9 @@ def test_frames_are_learned_from_the_pristine_tree_and_installed_modules_only(tm
     output = (f"pkg/mod.py:1: in f\n{installed}/lib.py:1: in g\n{elsewhere}/made.py:1: in h\n"
               f"../../tmp/made.py:1: in h\nE   AssertionError\n")
     stats = statements.Statements()
-    stats.learn(output, str(project), str(pristine), (str(installed) + os.sep,))
-    assert stats.tried == {str(pristine / "pkg" / "mod.py"), str(installed / "lib.py")}
+    snapshot = _snapshot(pristine)  # the worker reads the project's files from its snapshot
+    stats.learn(output, str(project), snapshot.text, (str(installed) + os.sep,))
+    assert stats.tried == {str(project / "pkg" / "mod.py"), str(installed / "lib.py")}
     assert len(stats.stand_ins) == 2
     stats.tree("x = 1")  # the pristine text, not the sample's
     assert len(stats.stand_ins) == 2
@@ -393,7 +426,8 @@ def test_every_module_the_worker_imports_is_shipped():
             for module in modules:
                 assert not module.startswith("coderun.") and module != "coderun", f"{name} imports {module}"
                 if module.startswith("coderun_"):
-                    assert f"{module}.py" in WORKER_FILES or module == "coderun_reporter", f"{name}: {module}"
+                    # the worker is started after the reporter's files are written beside it
+                    assert f"{module}.py" in WORKER_FILES + REPORTER_FILES, f"{name}: {module}"
 
 
 def test_the_host_reads_what_the_worker_writes():

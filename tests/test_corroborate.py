@@ -5,11 +5,14 @@ which the in-process integrity check cannot see, caught with both executors."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
-from sandbox_fixtures import NODEIDS, spec_for, tiny_project, tiny_venv  # noqa: F401
+from sandbox_fixtures import NODEIDS, quiet, spec_for, tiny_project, tiny_venv  # noqa: F401
 
 from coderun.records import FindingKind, VerdictKind
-from coderun.runner.corroborate import corroborate, summary_lines
+from coderun.runner.corroborate import corroborate, summary_counts, summary_lines
 from coderun.runner.evidence import SampleRun
 from coderun.runner.execute import run_sample
 from coderun.runner.executors import WorkerPool
@@ -69,7 +72,60 @@ def test_only_a_run_that_would_pass_is_checked():
 def test_summary_lines_are_found_in_any_format():
     out = "x\n===== 1 failed, 8 passed in 0.12s =====\nlater\n3 passed in 1.00 seconds\n"
     assert summary_lines(out) == ["1 failed, 8 passed in 0.12s", "3 passed in 1.00 seconds"]
-    assert summary_lines("collected 3 items\nno tests ran in 0.01s\n") == []
+    assert summary_lines("collected 3 items\nno tests ran in 0.01s\n") == ["no tests ran in 0.01s"]
+    assert summary_lines("\x1b[32m\x1b[1m2 passed\x1b[0m\x1b[32m in 0.01s\x1b[0m\n") == ["2 passed in 0.01s"]
+    assert summary_lines("FAILED t.py::a - assert 2 in 3s\nassert 1 passed in 0.1s, 2\n") == []
+
+
+def test_summary_with_subtests_of_pytest_9_is_corroborated():
+    """pytest 9 prints "N subtests passed": the pattern of one-word categories rejected the line, and a
+    project with subtests (more-itertools, pyparsing) was refused as tampering at build."""
+    line = "410 passed, 23 deselected, 232 subtests passed in 8.10s"
+    assert summary_counts(line) == {"passed": 410, "deselected": 23, "subtests passed": 232}
+    assert corroborate(_ids(410), _passing(410), 0, line + "\n") == []
+    assert problems(records(), "2 passed, 1 subtests failed in 0.01s\n")
+    assert problems(records(), "2 passed, 1 rerun, 1 day in 90000.00s (1 day, 1:00:00)\n") == []
+
+
+def test_summary_counts_name_categories_as_pytest_keeps_them():
+    assert summary_counts("1 warning, 2 errors in 0.1s") == {"warnings": 1, "error": 2}
+    assert summary_counts("2 warnings, 1 error in 0.1s") == {"warnings": 2, "error": 1}
+    assert summary_counts("no tests ran in 0.01s") == {}
+    assert summary_counts("collected 3 items") == {}
+
+
+def _ids(n: int) -> list[str]:
+    return [f"t.py::t{i}" for i in range(n)]
+
+
+def _passing(n: int) -> list[dict]:
+    out = [{"kind": "start"}, {"kind": "collected", "nodeids": _ids(n)}]
+    for i in _ids(n):
+        out += [{"kind": "begin", "nodeid": i}, {"kind": "test", "nodeid": i, "outcome": "passed"}]
+    return out + [{"kind": "finish", "exitstatus": 0}]
+
+
+RECORDED = sorted(Path(__file__).parent.joinpath("pytest_outputs").glob("pytest-*.json"))
+
+
+@pytest.mark.parametrize("path", RECORDED, ids=[p.stem for p in RECORDED])
+def test_summary_of_every_pytest_minor_reads_as_its_own_counts(path):
+    """What pytest 4.6 to 9.x really print (tests/pytest_outputs/record.py), every summary item among them,
+    reads as the counts its terminal reporter kept: one summary line per run, the same numbers."""
+    data = json.loads(path.read_text())
+    assert {r["name"] for r in data["runs"]} >= {"everything", "passes", "verbose", "collection_error"}
+    for run in data["runs"]:
+        lines = summary_lines(run["stdout"])
+        assert len(lines) == 1, (data["pytest"], run["name"], run["stdout"][-400:])
+        expected = {key: n for key, n in run["stats"].items() if n}
+        assert summary_counts(lines[0]) == expected, (data["pytest"], run["name"], lines[0])
+        if run["name"] == "passes":
+            n = expected["passed"]
+            assert corroborate(_ids(n), _passing(n), 0, run["stdout"]) == []
+
+
+def test_recorded_outputs_cover_every_pytest_minor_from_4_6():
+    assert len(RECORDED) == 22, [p.stem for p in RECORDED]
 
 
 # Samples that forge the channel: lines with the reporter's token for every test, then the real channel
@@ -94,7 +150,7 @@ SAMPLES = {"forged channel": FORGE.format(ids=NODEIDS, extra=""),
 
 
 def _naive(request):
-    with pytest.warns(UserWarning), create_sandbox("local", spec_for("local", request)) as sb:
+    with quiet(), create_sandbox("local", spec_for("local", request)) as sb:
         return {name: run_sample(sb, relfile="pkg/mod.py", new_source=code, nodeids=NODEIDS, timeout=60,
                                  per_test_timeout=10, env={}) for name, code in SAMPLES.items()}
 

@@ -15,7 +15,7 @@ from coderun.cli.main import app
 from coderun.config import load_settings
 from coderun.envs import dockerlib
 from coderun.envs.base_image import BaseStrategy, RootfsRecipe, base_spec, build_base_image, choose_strategy
-from coderun.envs.docker import PROJECT_DIR, build_project_image, find_project_image
+from coderun.envs.docker import PRISTINE_DIR, PROJECT_DIR, build_project_image, find_project_image
 from coderun.envs.local import find_python
 from coderun.errors import EnvironmentBuildError, UsageError
 from coderun.manifests.schema import load_manifest
@@ -36,10 +36,16 @@ def _manifest(root, extra_tests=""):
     return load_manifest(f)
 
 
-def _run(client, tag, command):
-    """Run `command` in a throwaway container with networking disabled; its output."""
-    out = client.containers.run(tag, command, network_mode="none", remove=True)
-    return out.decode().strip()
+def _run(client, tag, command, user=None):
+    """Run `command` in a throwaway container with networking disabled (as the image's user unless `user`
+    is given); its output, errors included."""
+    container = client.containers.create(tag, command, network_mode="none", user=user or "")
+    try:
+        container.start()
+        container.wait()
+        return container.logs(stdout=True, stderr=True).decode().strip()
+    finally:
+        container.remove(force=True)
 
 
 @pytest.fixture(scope="module")
@@ -158,7 +164,7 @@ def test_changed_source_keeps_the_dependencies_layer(project, docker_engine):
     image = build_project_image(manifest, settings, client=docker_engine)
     assert image.built == ("source", "project")
     assert image.deps_tag == first.deps_tag and image.commit != first.commit
-    assert "# touched" in _run(docker_engine, image.tag, ["cat", f"{PROJECT_DIR}/calc/ops.py"])
+    assert "# touched" in _run(docker_engine, image.tag, ["cat", f"{PRISTINE_DIR}/calc/ops.py"], user="root")
 
 
 def test_container_has_only_loopback_and_runs_as_non_root(project, docker_engine):
@@ -166,10 +172,11 @@ def test_container_has_only_loopback_and_runs_as_non_root(project, docker_engine
     assert _run(docker_engine, first.tag, ["ls", "/sys/class/net"]).split() == ["lo"]
     assert _run(docker_engine, first.tag, ["id", "-un"]) == "coderun"
     assert _run(docker_engine, first.tag, ["id", "-u"]) != "0"
-    # The project is importable from its documented place, and its tree is pristine (no test artefacts).
-    assert _run(docker_engine, first.tag, ["python", "-c", "import calc.ops; print(calc.ops.__file__)"]) \
-        == f"{PROJECT_DIR}/calc/ops.py"
-    assert "__pycache__" not in _run(docker_engine, first.tag, ["find", PROJECT_DIR])
+    # The tree is pristine (no test artefacts), where only root reads it: no answer key for a sample (issue 34).
+    assert "__pycache__" not in _run(docker_engine, first.tag, ["find", PRISTINE_DIR], user="root")
+    assert "calc/ops.py" in _run(docker_engine, first.tag, ["find", PRISTINE_DIR], user="root")
+    assert "Permission denied" in _run(docker_engine, first.tag, ["cat", f"{PRISTINE_DIR}/calc/ops.py"])
+    assert _run(docker_engine, first.tag, ["ls", "-A", PROJECT_DIR]) == ""
 
 
 def test_failed_baseline_shows_log_tail_and_leaves_no_tag(project, docker_engine):
@@ -251,3 +258,25 @@ def test_pre_install_change_to_a_task_file_survives_docker_evaluation(tmp_path, 
         for image in docker_engine.images.list(name=f"coderun/{name}"):
             for tag in image.tags:
                 docker_engine.images.remove(tag, force=True)
+
+
+def test_an_installed_project_leaves_no_copy_in_the_image(tmp_path, monkeypatch, docker_engine):
+    """install.project puts the project's modules in the venv: the originals, readable by every sample even
+    though the tests import the project from their copy (issue 34). The image's last layer deletes them; the
+    distribution's metadata stays."""
+    write_tree(tmp_path / "calc", {**TINY_PROJECT, "pyproject.toml": (
+        "[build-system]\nrequires = ['setuptools']\nbuild-backend = 'setuptools.build_meta'\n"
+        "[project]\nname = 'calc'\nversion = '1.0'\n[tool.setuptools]\npackages = ['calc']\n")})
+    name = f"calc-installed-{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.yaml").write_text(f"name: {name}\nsource: {{path: calc}}\npython: '{HOST_PYTHON}'\n"
+                                           "install:\n  project: true\ntests:\n  paths: [tests]\n")
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    image = build_project_image(load_manifest(tmp_path / f"{name}.yaml"), load_settings(), client=docker_engine)
+    try:
+        assert image.baseline.counts()["passed"] == 3
+        found = _run(docker_engine, image.tag, ["python", "-c", "import importlib.metadata as m, glob, site; "
+                     "print(m.version('calc'), glob.glob(site.getsitepackages()[0] + '/calc*'))"])
+        assert found.startswith("1.0 ") and "/calc'" not in found and "calc-1.0.dist-info" in found, found
+    finally:
+        for tag in {image.tag, image.source_tag, image.deps_tag}:
+            docker_engine.images.remove(tag, force=True)

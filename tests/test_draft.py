@@ -266,6 +266,9 @@ def test_git_draft_resolves_as_of_the_commit_date_with_a_python_of_its_time(tmp_
               classifiers=["Programming Language :: Python :: 3"])
         """)}, commit=False)
     repo = git.Repo.init(root)
+    with repo.git.custom_environment(**_IDENTITY, GIT_COMMITTER_DATE="2021-03-01T10:00:00-0500",
+                                     GIT_AUTHOR_DATE="2021-03-01T10:00:00-0500"):
+        repo.git.commit("-q", "--allow-empty", "-m", "start")  # a history: the commit's date is the code's
     with repo.git.custom_environment(**_IDENTITY, GIT_COMMITTER_DATE="2021-03-04T23:30:00-0500",
                                      GIT_AUTHOR_DATE="2021-03-04T23:30:00-0500"):
         repo.git.add("--all")

@@ -134,6 +134,44 @@ def test_pre_install_output_is_seen_by_tasks_and_evaluation(tmp_path, monkeypatc
 
 
 @pytest.mark.slow
+def test_a_failed_baseline_is_run_again_in_the_installed_venv(tmp_path, monkeypatch):
+    """A build that failed at the baseline reinstalled every dependency once tests.* was fixed (4-6 minutes on
+    a large project): the venv was recorded only with a passing baseline. The failure names its cause."""
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    s = load_settings()
+    write_tree(tmp_path / "calc", TINY_PROJECT)
+    f = tmp_path / "calc.yaml"
+    f.write_text("name: calc\nsource: {path: calc}\npython: '3.11'\ntests:\n  paths: [tset]\n")
+    with pytest.raises(EnvironmentBuildError) as e:
+        build_local_env(load_manifest(f), s)
+    assert "tset is not in the tree" in e.value.message and "tests.paths" in e.value.hint
+    env_dirs = list(s.envs.iterdir())
+    pip_log = (env_dirs[0] / "logs" / "pip.log").stat().st_mtime_ns
+    env = build_local_env(tiny_manifest(tmp_path), s)
+    assert [env.path] == env_dirs and (env.logs / "pip.log").stat().st_mtime_ns == pip_log
+    assert load_baseline(env).counts()["passed"] == 3
+
+
+@pytest.mark.slow
+def test_supplementary_tests_do_not_rebuild_the_environment(tmp_path, monkeypatch):
+    """The env key came from the overlay commit, so adding a supplementary test file reinstalled everything."""
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    s = load_settings()
+    write_tree(tmp_path / "src", TINY_PROJECT)
+    f = tmp_path / "m" / "calc.yaml"
+    write_tree(tmp_path / "m", {"calc.yaml": "name: calc\nsource: {path: ../src}\npython: '3.11'\n"
+                                             "tests:\n  paths: [tests]\n"})
+    env = build_local_env(load_manifest(f), s)
+    pip_log = (env.logs / "pip.log").stat().st_mtime_ns
+    write_tree(tmp_path / "m", {"calc/tests/test_more.py": "from calc.ops import add\n\n\n"
+                                                          "def test_more():\n    assert add(1, 1) == 2\n"})
+    f.write_text(f.read_text() + "  supplementary: [tests/test_more.py]\n")
+    again = build_local_env(load_manifest(f), s)
+    assert again.path == env.path and (env.logs / "pip.log").stat().st_mtime_ns == pip_log
+    assert again.checkout.commit != env.checkout.commit and again.checkout.upstream_commit == env.checkout.commit
+    assert "tests/test_more.py::test_more" in {t.nodeid for t in load_baseline(again).tests}
+
+
 def test_baseline_test_that_hangs_is_stopped_and_left_out(tmp_path, monkeypatch):
     """A network test that hung stalled an environment build for 15 minutes: the baseline had no per-test limit."""
     monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))

@@ -51,6 +51,7 @@ def test_mean_float():
 
 def test_span():
     assert Range([3, 1, 7]).span() == 6
+    assert Range([2, 2]).span() == 0
 ''',
 }
 
@@ -102,9 +103,11 @@ def test_ground_truth_scores_100_and_blank_bodies_0(project, tmp_path):
     _eval(["--ground-truth", "--run-dir", str(tmp_path / "gt"), "--projects", str(manifest.parent)])
     report = json.loads((tmp_path / "gt" / "report.json").read_text())
     assert report["overall"]["pass@k"]["1"] == 1.0
+    assert report["overall"]["acc@k"]["1"]["overall"] == 1.0
     _eval(["--blank", "--run-dir", str(tmp_path / "blank"), "--projects", str(manifest.parent)])
     report = json.loads((tmp_path / "blank" / "report.json").read_text())
     assert report["overall"]["pass@k"]["1"] == 0.0
+    assert report["overall"]["acc@k"]["1"]["overall"] == 0.0
 
 
 @pytest.mark.slow
@@ -253,3 +256,17 @@ def test_a_project_given_as_a_manifest_path(project, tmp_path):
     verdicts = _verdicts(tmp_path / "run")
     assert {t for t, _ in verdicts} == {t.task_id for t in tasks.values()}
     assert {v for v, _ in verdicts.values()} == {"pass"}
+
+
+@pytest.mark.slow
+def test_a_capitalised_project_name_found_by_its_file_name(tmp_path, monkeypatch):
+    """`--project cerberus` for `cerberus.yaml` with `name: Cerberus` crashed with KeyError: 'Cerberus'."""
+    write_tree(tmp_path / "calc", PROJECT)
+    (tmp_path / "projects").mkdir()
+    (tmp_path / "projects" / "calc.yaml").write_text(
+        "name: Calc\nsource: {path: ../calc}\npython: '3.11'\ntests:\n  paths: [tests]\n")
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    res = CliRunner().invoke(app, ["eval", "--backend", "local", "--ground-truth", "--project", "calc",
+                                   "--projects", str(tmp_path / "projects"), "--run-dir", str(tmp_path / "run")])
+    assert res.exit_code == 0, res.output
+    assert {v for v, _ in _verdicts(tmp_path / "run").values()} == {"pass"}

@@ -4,7 +4,7 @@ early exits, forged output, conftest files and patched reporting never pass."""
 from __future__ import annotations
 
 import pytest
-from sandbox_fixtures import LIMITS, NODEIDS, test_image, tiny_project, tiny_venv  # noqa: F401
+from sandbox_fixtures import LIMITS, NODEIDS, quiet, test_image, tiny_project, tiny_venv  # noqa: F401
 from sandbox_fixtures import sandbox as sandbox  # noqa: F401  (the parametrized fixture)
 
 from coderun.records import Finding, FindingKind, VerdictKind
@@ -138,7 +138,7 @@ def test_a_broken_sandbox_is_infra_not_fail(request, tmp_path):
 
     from coderun.sandbox import create_sandbox
 
-    with pytest.warns(UserWarning):
+    with quiet():
         sb = create_sandbox("local", spec_for("local", request))
         sb.start()
     sb.close()
@@ -159,6 +159,18 @@ def test_only_the_tests_a_node_id_names_are_built(sandbox, tmp_path):
     assert "deselected" not in (tmp_path / "test.log").read_text()
 
 
+def test_a_failing_unittest_subtest_fails_its_test(sandbox):
+    """pytest 9 reports a unittest test whose subTest failed as passed after the subtest's own failed report;
+    the reporter kept the last report of the call, so the test's record said passed."""
+    tests = ("import unittest\nfrom pkg.mod import add\n\n\nclass TestAdd(unittest.TestCase):\n"
+             "    def test_add(self):\n        for a in (1, 2):\n            with self.subTest(a=a):\n"
+             "                self.assertEqual(add(a, 1), 2)\n")
+    ev = run(sandbox, tests, relfile="tests/test_mod.py", nodeids=["tests/test_mod.py::TestAdd::test_add"])
+    assert verdict(ev) is VerdictKind.FAIL
+    (outcome,) = ev.outcomes
+    assert outcome.outcome == "failed" and "3 != 2" in outcome.message, outcome
+
+
 def test_node_ids_are_rooted_at_the_tree_when_an_ini_file_is_below_it(tmp_path, request):
     """A monorepo (Krake: krake/pytest.ini beside krake/tests): the baseline names tests from the tree's root,
     so the run must too, or pytest roots the ids at the ini's folder and no wanted id is collected."""
@@ -170,6 +182,6 @@ def test_node_ids_are_rooted_at_the_tree_when_an_ini_file_is_below_it(tmp_path, 
         (root / rel).write_text(text)
     spec = SandboxSpec(project="mono", project_dir=str(root), python=str(request.getfixturevalue("tiny_venv")),
                        import_root="sub", limits=LIMITS)
-    with pytest.warns(UserWarning), create_sandbox("local", spec) as sb:
+    with quiet(), create_sandbox("local", spec) as sb:
         ev = run(sb, GOOD, relfile="sub/pkg/mod.py", nodeids=["sub/tests/test_mod.py::test_add"])
     assert verdict(ev) is VerdictKind.PASS, ev

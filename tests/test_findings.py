@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from sandbox_fixtures import NODEIDS, spec_for, tiny_project, tiny_venv  # noqa: F401
+from sandbox_fixtures import NODEIDS, quiet, spec_for, tiny_project, tiny_venv  # noqa: F401
 from typer.testing import CliRunner
 
 from coderun.cli.main import app
@@ -80,7 +80,7 @@ def reworded(monkeypatch, tmp_path):
 
 
 def _naive(request) -> dict[FindingKind, Evidence]:
-    with pytest.warns(UserWarning), create_sandbox("local", spec_for("local", request)) as sb:
+    with quiet(), create_sandbox("local", spec_for("local", request)) as sb:
         return {kind: run_sample(sb, relfile="pkg/mod.py", new_source=code, nodeids=NODEIDS, timeout=60,
                                  per_test_timeout=10, env={}) for kind, code in SAMPLES.items()}
 
@@ -123,7 +123,7 @@ SLOW = "import time\n\ndef add(a, b):\n    time.sleep(60)\n    return a + b\n"
 def _slow(request, executor: str) -> Evidence:
     run = dict(relfile="pkg/mod.py", new_source=SLOW, nodeids=NODEIDS[:1], timeout=60, per_test_timeout=2, env={})
     if executor == "naive":
-        with pytest.warns(UserWarning), create_sandbox("local", spec_for("local", request)) as sb:
+        with quiet(), create_sandbox("local", spec_for("local", request)) as sb:
             return run_sample(sb, **run)
     with WorkerPool("local", {"tiny": spec_for("local", request)}, 1) as pool:
         return pool.run("tiny", SampleRun(**run))

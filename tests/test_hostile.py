@@ -3,9 +3,10 @@ backends: one run of every hostile sample mixed with benign ones, and one run of
 
 For every hostile sample: not a pass (the expected class where the header names one), the run completes,
 the benign samples get the verdicts they get without the hostile ones, the pristine worktree is unchanged,
-no process, container or sandbox folder is left behind; with docker also: nothing reached the host's
-loopback, and a canary file outside the project was neither read nor changed. The local backend makes no
-filesystem or network promise (README, threat model), so for local those two are not asserted.
+no process, container or sandbox folder is left behind; with docker, and with local in namespaces, also:
+nothing reached the host's loopback, and a canary file outside the project was neither read nor changed. The
+local backend without namespaces makes no filesystem or network promise (README, threat model), so there those
+two are not asserted.
 """
 
 from __future__ import annotations
@@ -195,11 +196,15 @@ def test_nothing_outside_the_sample_copy_changed_and_nothing_is_left_behind(host
             assert _containers_of(run.pid) == []
 
 
-def test_docker_keeps_the_host_filesystem_and_network_out_of_reach(hostile_run):
-    if hostile_run["backend"] != "docker":
-        pytest.skip("the local backend does not isolate the filesystem or the network (README, threat model)")
-    # Other runs of the corpus on this machine (local ones) may reach the listener: a docker copy is in /scratch.
-    assert not [r for r in hostile_run["received"] if b"/scratch/" in r]
+def test_the_sandbox_keeps_the_host_filesystem_and_network_out_of_reach(hostile_run):
+    """Docker always; local in namespaces too (before issue 34 the local backend read the canary, reached the
+    host's loopback, and was not asserted)."""
+    isolation = _isolation_of(hostile_run["tmp"] / "run")
+    if isolation == "none":
+        pytest.skip("the local backend without namespaces does not isolate the filesystem or the network")
+    # Other runs of the corpus on this machine may reach the listener: this run's copies name its folders.
+    mine = b"/scratch/" if hostile_run["backend"] == "docker" else b"/coderun-sbx-"
+    assert not [r for r in hostile_run["received"] if mine in r]
     network_log = _log_of(hostile_run, "21_network")
     assert "hostile-net:" in network_log and "hostile-net:connected" not in network_log
     assert hostile_run["canary_after"] == hostile_run["secret"] + "\n"
@@ -207,6 +212,13 @@ def test_docker_keeps_the_host_filesystem_and_network_out_of_reach(hostile_run):
     for path in run.rglob("*"):
         if path.is_file() and path.suffix in (".log", ".json", ".md"):
             assert hostile_run["secret"] not in path.read_text(errors="replace"), path
+
+
+def _isolation_of(run_dir: Path) -> str:
+    from coderun.evaluation.store import RunStore
+
+    with RunStore.open(run_dir) as store:
+        return store.environment().isolation
 
 
 def _log_of(hostile_run, name: str) -> str:

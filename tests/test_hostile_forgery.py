@@ -32,6 +32,7 @@ CONTROLS = [TYPEDKEY_OK + f"# forgery control {i}\n" for i in range(2)]
 @pytest.mark.parametrize("executor", ["workers", "naive"])
 @pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
 def test_no_forgery_is_graded_pass(request, tmp_path, backend, executor):
+    """Every forgery fails (each tampering one as tampering), and the answer-key probe finds nothing."""
     if backend == "docker":
         request.getfixturevalue("docker_engine")
     samples = forgeries()
@@ -52,6 +53,21 @@ def test_no_forgery_is_graded_pass(request, tmp_path, backend, executor):
         if not ok:
             wrong[h.name] = (verdict, failure, h.expect)
     assert not wrong, f"{backend}/{executor}: {wrong}"
+    assert _probe_report(tmp_path / "run", samples) == ["probe: answer not found"] + [
+        f"probe: {channel}: nothing" for channel in PROBE_CHANNELS], f"{backend}/{executor}"
+
+
+PROBE = "52_answer_key_probe"
+PROBE_CHANNELS = ("filesystem", "bytecode", "archives", "git", "gc", "frames", "linecache", "environment")
+
+
+def _probe_report(run_dir, samples) -> list[str]:
+    """What the answer-key probe printed at its exit (in its sample's log), counts left out."""
+    code = next(h.code for h in samples if h.name == PROBE)
+    with RunStore.open(run_dir) as store:
+        index = next(s.index for s in store.samples() if s.code == code)
+    log = next(run_dir.glob(f"logs/*typedkey/{index}.log")).read_text(errors="replace")
+    return [line.split(" (")[0] for line in log.splitlines() if line.startswith("probe:")]
 
 
 @pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])

@@ -6,7 +6,7 @@ phase that raised cannot be reported as passed, whichever class makes the report
 from __future__ import annotations
 
 import pytest
-from sandbox_fixtures import NODEIDS, spec_for, tiny_project, tiny_venv  # noqa: F401
+from sandbox_fixtures import NODEIDS, quiet, spec_for, tiny_project, tiny_venv  # noqa: F401
 
 from coderun.records import Evidence, FindingKind, VerdictKind
 from coderun.runner.evidence import SampleRun
@@ -42,7 +42,7 @@ SAMPLES = {
 
 
 def _naive(request) -> dict[str, Evidence]:
-    with pytest.warns(UserWarning), create_sandbox("local", spec_for("local", request)) as sb:
+    with quiet(), create_sandbox("local", spec_for("local", request)) as sb:
         return {name: run_sample(sb, relfile="pkg/mod.py", new_source=code, nodeids=NODEIDS, timeout=60,
                                  per_test_timeout=10, env={}) for name, (_, code) in SAMPLES.items()}
 

@@ -126,6 +126,16 @@ def test_bad_config_file_is_a_clear_error(tmp_path, monkeypatch, home):
 
 
 
+def test_bare_mirror_without_a_config_file_is_recognised(tmp_path, monkeypatch, home, upstream):
+    """A bare mirror whose `config` was left out (git reads it fine) was passed over as not holding the rev."""
+    repo, first, _ = upstream
+    bare = _bare(repo, tmp_path / "mirrors" / "Owner+Proj.git")
+    (bare / "config").unlink()
+    monkeypatch.setenv("CODERUN_GIT_MIRRORS", str(tmp_path / "mirrors"))
+    co = checkout(_manifest(tmp_path, first), load_settings())
+    assert co.commit == first and co.origin == f"mirror {bare}"
+
+
 def test_submodule_comes_from_a_mirror_like_any_git_source(tmp_path, monkeypatch, home):
     """ocfl-py's tests read a submodule whose URL is on GitHub: offline, the checkout failed although the
     mirror folder held it."""

@@ -8,8 +8,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from sandbox_fixtures import sandbox as sandbox  # noqa: F401  (the parametrized fixture)
-from sandbox_fixtures import spec_for, test_image, tiny_project, tiny_venv  # noqa: F401
+from sandbox_fixtures import quiet, spec_for, test_image, tiny_project, tiny_venv  # noqa: F401  (the parametrized fixture)  # noqa: F401
+from sandbox_fixtures import sandbox as sandbox
 
 from coderun.errors import SandboxError, UsageError
 from coderun.sandbox import Limits, backend_names, create_sandbox, sandbox_class
@@ -191,7 +191,7 @@ def test_fork_bomb_is_contained(backend, request):
             pytest.skip("local backend as root without a writable pids cgroup: no process limit (documented)")
         probe.remove()
     spec = spec_for(backend, request, limits=Limits(memory_mb=1024, pids=48, scratch_mb=256))
-    with pytest.warns(UserWarning) if backend == "local" else _no_warning(), create_sandbox(backend, spec) as sb:
+    with quiet(), create_sandbox(backend, spec) as sb:
         w = sb.new_workdir()
         code = ("import subprocess\nps = []\ntry:\n    for i in range(300):\n"
                 "        ps.append(subprocess.Popen(['sleep', '60']))\nexcept OSError as e:\n"
@@ -202,16 +202,8 @@ def test_fork_bomb_is_contained(backend, request):
         sb.remove_workdir(w)
 
 
-class _no_warning:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
 def test_local_sandbox_warns_and_removes_everything_on_close(request):
-    sb = create_sandbox("local", spec_for("local", request))
+    sb = create_sandbox("local", spec_for("local", request, isolation="none"))
     with pytest.warns(UserWarning, match="does not|without isolation"):
         sb.start()
     root = Path(sb.root)
@@ -239,7 +231,7 @@ def test_local_stale_folders_of_dead_runs_are_removed(tmp_path):
 
 
 def test_local_write_file_refuses_paths_outside_the_sandbox(request, tmp_path):
-    with pytest.warns(UserWarning), create_sandbox("local", spec_for("local", request)) as sb, \
+    with quiet(), create_sandbox("local", spec_for("local", request)) as sb, \
             pytest.raises(SandboxError, match="outside"):
         sb.write_file(str(tmp_path / "escape.txt"), b"x")
 

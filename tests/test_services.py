@@ -146,6 +146,17 @@ def test_each_service_answers_its_own_client_and_is_gone_after():
         assert not probe(name, "127.0.0.1", port, timeout=0.5), f"{name} still answers on {port}"
 
 
+_REDIS_CMD = ("import os, socket, sys\n"
+              "with socket.create_connection((os.environ['REDIS_HOST'], int(os.environ['REDIS_PORT']))) as s:\n"
+              "    s.sendall(sys.argv[1].encode() + b'\\r\\n')\n"
+              "    print(s.recv(256))\n")
+
+
+def _redis_in(sb, work: str, command: str) -> str:
+    """A Redis command sent from inside the sandbox (its services listen on its own loopback)."""
+    return sb.exec(["python3", "-c", _REDIS_CMD, command], cwd=work, timeout=30).stdout.strip()
+
+
 @needs_all
 def test_sandboxes_get_separate_instances(tmp_path):
     """Two sandboxes (two workers, or two projects) never share a server or its data."""
@@ -154,14 +165,17 @@ def test_sandboxes_get_separate_instances(tmp_path):
                        services=("redis",))
     a, b = create_sandbox("local", spec), create_sandbox("local", spec)
     with a, b:
-        assert a.service_env["REDIS_PORT"] != b.service_env["REDIS_PORT"]
-        _redis_set(a.service_env, "secret", "mine")
-        assert _redis_get(b.service_env, "secret") == b"$-1\r\n"  # nil: b's server has never seen it
+        wa, wb = a.new_workdir(), b.new_workdir()
+        assert _redis_in(a, wa, "SET secret mine") == "b'+OK\\r\\n'"
+        assert _redis_in(a, wa, "GET secret") == "b'$4\\r\\nmine\\r\\n'"
+        assert _redis_in(b, wb, "GET secret") == "b'$-1\\r\\n'"  # nil: b's server has never seen it
         # a test run sees the variables, and its tests.env may refer to them
-        res = a.exec(["python3", "-c", "import os; print(os.environ['URL'])"], cwd=str(tmp_path), timeout=30,
+        res = a.exec(["python3", "-c", "import os; print(os.environ['URL'])"], cwd=wa, timeout=30,
                      env={"URL": "redis://${REDIS_HOST}:${REDIS_PORT}/1"})
         assert res.stdout.strip() == f"redis://127.0.0.1:{a.service_env['REDIS_PORT']}/1"
         port = int(a.service_env["REDIS_PORT"])
+        if a.isolated:  # in the sandbox's network namespace: nothing outside it reaches the server
+            assert not probe("redis", "127.0.0.1", port, timeout=0.5)
     assert not probe("redis", "127.0.0.1", port, timeout=0.5)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import doctest
 import json
 import re
 import warnings
@@ -378,3 +379,59 @@ def test_stacked_classmethod_from_its_column_keeps_every_decorator():
     assert run(result.new_source)["Conn"].open("bolt://x").url == "bolt://x"
     changed = splice(STACKED, "Conn.open", source.replace("cls(url)", "cls(url + '/db')"))
     assert run(changed.new_source)["Conn"].open("bolt://x").url == "bolt://x/db"
+
+
+DOCTESTED = '''class Sums:
+    @staticmethod
+    def dictsum(a, b):
+        """Sum two dicts key by key.
+
+            >>> Sums.dictsum({'x': 1}, {'x': 2, 'y': 3})
+            {'x': 3, 'y': 3}
+        """
+        out = dict(a)
+        for k, v in b.items():
+            out[k] = out.get(k, 0) + v
+        return out
+
+
+def first(xs):
+    r"""The first item.
+
+    >>> first([4, 5])
+    4
+    """
+    return xs[0]
+'''
+
+
+def _doc_of(source: str, qualname: str) -> str | None:
+    scope = ast.parse(source)
+    for part in qualname.split("."):
+        scope = next(n for n in scope.body if getattr(n, "name", None) == part)
+    return ast.get_docstring(scope, clean=False)
+
+
+@pytest.mark.parametrize("qualname, sample", [
+    ("Sums.dictsum", "def dictsum(a, b):\n    '''Adds them.'''\n    return {k: a.get(k, 0) + b.get(k, 0) for k in {**a, **b}}\n"),
+    ("Sums.dictsum", "@staticmethod\ndef dictsum(a, b):\n    # no docstring\n    return {k: a.get(k, 0) + b.get(k, 0) for k in {**a, **b}}\n"),
+    ("first", "def first(xs): return xs[0]\n"),
+    ("first", "def first(xs):\n\t'''Mine.\n\n\t>>> first([1])\n\t1\n\t'''\n\treturn next(iter(xs))\n"),
+], ids=["own-docstring", "none-decorated", "one-line-body", "tabs"])
+def test_a_sample_keeps_the_docstring_whose_doctests_the_task_runs(qualname, sample):
+    """planb `_dictsum`: the task's tests include the doctest of the original's docstring; a sample with a
+    docstring of its own dropped it, and every such sample failed with "1 expected tests did not run"."""
+    res = splice(DOCTESTED, qualname, sample, keep_docstring=True)
+    assert res.ok, res.message
+    assert _doc_of(res.new_source, qualname) == _doc_of(DOCTESTED, qualname)
+    assert any("docstring" in n for n in res.notes)
+    namespace: dict = {}
+    exec(compile(res.new_source, "spliced.py", "exec"), namespace)
+    func = namespace[qualname.split(".")[0]]
+    for part in qualname.split(".")[1:]:
+        func = getattr(func, part)
+    (test,) = doctest.DocTestFinder().find(func, qualname, module=False, globs=namespace)
+    assert len(test.examples) == 1 and doctest.DocTestRunner().run(test).failed == 0
+    start, end = res.function_lines
+    assert "return" in res.new_source.splitlines()[end - 1]
+    assert _doc_of(splice(DOCTESTED, qualname, sample).new_source, qualname) != _doc_of(DOCTESTED, qualname)

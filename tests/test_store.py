@@ -159,7 +159,8 @@ def test_run_folders_with_a_dict_config_still_open(tmp_path):
             cfg = info.eval_config()
             assert cfg.backend is Backend.DOCKER and cfg.executor is Executor.WORKERS and cfg.jobs == 4
             assert cfg.level is Level.CLASS_RUNNABLE and cfg.manifests == {"p": "/m/p.yaml"}
-            assert json.loads(info.model_dump_json())["config"] == {**old, "executor": "workers", "rigor": "base"}
+            assert json.loads(info.model_dump_json())["config"] == {**old, "executor": "workers", "rigor": "base",
+                                                                   "isolation": "auto"}
         else:
             assert info.config.verdicts == "recorded"
             with pytest.raises(StoreError, match="imported"):

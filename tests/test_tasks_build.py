@@ -210,3 +210,42 @@ def test_unresolved_target_is_reported(built, tmp_path):
     report = build_tasks(load_manifest(other), settings, progress=False)
     assert report.projects[0].unresolved == ["shop/prices.py::gone"]
     assert Path(settings.store_path).is_file()
+
+
+UNDOCUMENTED = {"calc/__init__.py": "", "calc/ops.py": "def add(a, b):\n    total = a\n    total += b\n"
+                "    result = total\n    return result\n",
+                "tests/test_ops.py": "from calc.ops import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"}
+
+
+@pytest.mark.slow
+def test_no_candidate_is_an_error_and_undocumented_functions_can_be_taken(tmp_path, monkeypatch):
+    """jmespath (2 of 239 functions documented) built 0 candidates and exited 0 without a word; `eval` then
+    said to build them."""
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    write_tree(tmp_path / "calc", UNDOCUMENTED)
+    f = tmp_path / "calc.yaml"
+    f.write_text("name: calc\nsource: {path: calc}\npython: '3.11'\ntests:\n  paths: [tests]\n")
+    res = CliRunner().invoke(app, ["tasks", "build", str(f)])
+    out = " ".join(res.output.split())
+    assert res.exit_code == 5, res.output
+    assert "no candidate function among the 2 the analysis found (1 no English docstring, 1 test code)" in out
+    assert "tasks.discover.undocumented: true" in out
+    f.write_text(f.read_text() + "tasks:\n  discover: {undocumented: true}\n")
+    build_tasks(load_manifest(f), load_settings(), progress=False)
+    assert [t.qualname for t in load_tasks(load_settings(), project="calc")] == ["add"]
+
+
+@pytest.mark.slow
+def test_a_coverage_run_that_fails_is_an_error_with_its_cause(tmp_path, monkeypatch):
+    """A coverage run that failed (coverage 4.4.2 pinned) fell back to mapping by file name with one log line:
+    9 of 82 tasks verified instead of most."""
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    write_tree(tmp_path / "calc", {**UNDOCUMENTED, "tests/conftest.py":
+                                   "import sys\nif 'coverage' in sys.modules:\n    raise SystemExit(3)\n"})
+    f = tmp_path / "calc.yaml"
+    f.write_text("name: calc\nsource: {path: calc}\npython: '3.11'\ntests:\n  paths: [tests]\n"
+                 "tasks:\n  discover: {undocumented: true}\n")
+    with pytest.raises(TaskError) as e:
+        build_tasks(load_manifest(f), load_settings(), progress=False)
+    assert "the coverage run that maps tests to functions did not complete (exit 3)" in e.value.message
+    assert "coverage.log" in e.value.hint

@@ -11,11 +11,12 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from typer.core import TyperGroup
 
 from coderun.choices import Backend
 from coderun.config import Settings, load_settings
-from coderun.errors import CoderunError, EnvironmentBuildError
+from coderun.errors import CoderunError, EnvironmentBuildError, ProjectNotFound
 
 console = Console()
 err_console = Console(stderr=True)
@@ -43,9 +44,21 @@ class CoderunGroup(TyperGroup):
 
 
 def warn_if_unisolated(backend: Backend) -> None:
-    if not backend.isolated:
-        err_console.print(f"[yellow]{backend} backend: samples run as your user, without isolation; use it for "
-                          "trusted code or inside a disposable machine (see README, threat model)[/]")
+    """Say how samples will be kept apart on this machine (before a run records it)."""
+    from coderun.choices import Isolation
+    from coderun.sandbox.project import isolation_of
+
+    say_isolation(*isolation_of(backend, Isolation.AUTO))
+
+
+def say_isolation(isolation: str, note: str) -> None:
+    """A run's first line about its samples' isolation: `none` is a warning."""
+    if isolation == "none":
+        err_console.print(f"[yellow]isolation: none ({escape(note)}): samples run as your user, with your files and "
+                          "network; use it for trusted code or inside a disposable machine (see README, threat "
+                          "model)[/]", soft_wrap=True)
+    elif isolation:
+        err_console.print(f"isolation: {isolation} ({escape(note)})", soft_wrap=True, highlight=False)
 
 
 def print_error(e: CoderunError, prefix: str = "") -> None:
@@ -80,11 +93,22 @@ def with_registry(s: Settings, registry: str | None) -> Settings:
 def project_selection(values: list[str] | None, project_dirs: list[Path] | None) -> tuple[Settings, list[str]]:
     """Settings and project names for `--project` values, names or manifest paths. A path's folder joins
     the user manifest folders, so that every later stage (and a resume) finds the manifest by its name."""
-    from coderun.manifests.schema import find_manifest, manifest_path
+    from coderun.manifests.schema import manifest_path
 
     paths = {v: p for v in values or [] if (p := manifest_path(v)) is not None}
     s = load_settings([*(project_dirs or []), *dict.fromkeys(p.resolve().parent for p in paths.values())])
-    return s, [find_manifest(v, s).name if v in paths else v for v in values or []]
+    return s, [_manifest_name(v, s) for v in values or []]
+
+
+def _manifest_name(value: str, s: Settings) -> str:
+    """The `name` of the manifest `value` finds (`cerberus` finds `name: Cerberus` by its file name); a name
+    no manifest has is kept, for the tasks stored under it."""
+    from coderun.manifests.schema import find_manifest
+
+    try:
+        return find_manifest(value, s).name
+    except ProjectNotFound:
+        return value
 
 
 def print_json(obj: Any) -> None:

@@ -20,6 +20,7 @@ from coderun.cli._common import (
     print_json,
     print_table,
     project_selection,
+    say_isolation,
     warn_if_unisolated,
     with_registry,
 )
@@ -33,6 +34,7 @@ from coderun.manifests.schema import Manifest
 from coderun.records import Level, VerdictKind
 from coderun.report.metrics import UnderK, parse_ks
 from coderun.sandbox.project import default_backend
+from coderun.tasks.parallel import Meter
 
 
 def eval_command(
@@ -57,6 +59,9 @@ def eval_command(
     rigor: str = typer.Option("base", "--rigor", help="The headline verdict: base (the project's tests) or "
                               "plus (pass+: and agreeing with the original on the task's differential inputs). "
                               "Both are kept and reported."),
+    isolation: str = typer.Option("auto", "--isolation", help="local backend: auto (each sample in namespaces of "
+                                  "its own where this machine can make them, else none, said at the start), "
+                                  "namespaces (required) or none (samples share this machine)."),
     k: str = typer.Option("1,5,10", "-k", help="Comma-separated k for pass@k."),
     under_k: UnderK = typer.Option(UnderK.EXCLUDE, "--under-k", help="Tasks with fewer than k samples: "
                                    "exclude them, or count them CoderEval's way."),
@@ -82,8 +87,12 @@ def eval_command(
             samples=samples, ground_truth=ground_truth, blank=blank, projects=tuple(project or ()),
             level=Level.parse(level) if level else None, backend=backend or default_backend(), jobs=jobs,
             include_weak=include_weak, run_dir=run_dir, label=label, executor=executor, cluster=cluster,
-            rigor=rigor))
-    warn_if_unisolated(store.info().eval_config().backend)
+            rigor=rigor, isolation=isolation))
+    env = store.environment()
+    if env is not None and env.isolation:
+        say_isolation(env.isolation, env.isolation_note)
+    else:  # a run started before coderun recorded its isolation
+        warn_if_unisolated(store.info().eval_config().backend)
     summary = _execute(store, s, jobs if resume else None, cluster)
     for note in summary.problems:  # samples that fell back from the workers executor to the naive one
         err_console.print(note, style="yellow", soft_wrap=True, markup=False, highlight=False)
@@ -94,9 +103,16 @@ def _start(s: Settings, req: EvalRequest) -> RunStore:
     from coderun.tasks import load_tasks
 
     fallback, failed = _build_missing_tasks(s, req)
-    tasks = []
+    tasks, left_out = [], []
     for name in req.projects or [None]:
-        tasks += load_tasks(s, project=name, level=req.level, include_weak=req.include_weak)
+        tasks += load_tasks(s, project=name, level=req.level, include_weak=req.include_weak, rigor=req.rigor)
+        left_out += [t for t in load_tasks(s, project=name, level=req.level, status="verified")
+                     if t.trivially_passed(req.rigor) and not req.include_weak]
+    if left_out:
+        plus = " and pass+ lets it through" if req.rigor == "plus" else ""
+        err_console.print(f"{len(left_out)} verified tasks are left out of this run: a trivial body passes their "
+                          f"tests{plus} (weak or trivial in `coderun tasks list`); --include-weak evaluates them",
+                          soft_wrap=True, highlight=False)
     if not tasks and failed:
         raise EnvironmentBuildError(f"no tasks to evaluate: building the tasks of {', '.join(failed)} failed "
                                     "(see above)")
@@ -106,7 +122,7 @@ def _start(s: Settings, req: EvalRequest) -> RunStore:
     if summary.skipped_samples:
         err_console.print(f"{summary.skipped_samples} samples are for tasks outside the selection and were "
                           "left out")
-    console.print(f"run folder: {store.path}", soft_wrap=True)
+    err_console.print(f"run folder: {store.path}", soft_wrap=True)  # stdout is the report's (or --json's)
     return store
 
 
@@ -168,13 +184,17 @@ def _build_missing_tasks(s, req: EvalRequest) -> tuple[Resolver, dict[str, str]]
     for _ in build_each([m for m, _ in todo.values()], build, "task builds", failed=failed):
         pass
     resolver = explaining_resolver(s, declared, manifests, failed=failed, include_weak=req.include_weak,
-                                   projects=req.projects, level=req.level)
+                                   projects=req.projects, level=req.level, rigor=req.rigor)
     return resolver, failed
 
 
 def _execute(store: RunStore, s, jobs: int | None, cluster: str | None = None) -> RunSummary:
     total = len(store.samples())
     done = len([r for r in store.results() if r.verdict != VerdictKind.INFRA])
+    if not err_console.is_terminal:  # a log or CI: a line every few samples or seconds, not a silent bar
+        with Meter("eval", total, Counter({"done before": done} if done else {}), True, unit="samples",
+                   console=err_console) as meter:
+            return execute(store, s, jobs=jobs, cluster=cluster, progress=lambda r: meter.advance(r.verdict.value))
     counts = {"pass": 0, "fail": 0, "infra": 0}
     bar = Progress(TextColumn("[bold]eval[/]"), BarColumn(), MofNCompleteColumn(),
                    TextColumn("[green]{task.fields[ok]} pass[/] [red]{task.fields[bad]} fail[/] "

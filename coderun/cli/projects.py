@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 from pathlib import Path
 
 import typer
@@ -9,7 +11,7 @@ from rich.markup import escape
 
 from coderun.cli._common import JsonOption, ProjectsDirOption, console, err_console, print_json, settings
 from coderun.envs.sources import describe_source
-from coderun.errors import ManifestError
+from coderun.errors import ManifestError, UsageError
 from coderun.manifests.schema import find_manifest, load_manifest, manifest_files
 from coderun.report.terminal import table_or_stacked
 
@@ -83,16 +85,24 @@ def add(source: str = typer.Argument(..., help='A git URL (https, ssh, file://),
                                         "metadata)."),
         force: bool = typer.Option(False, "--force", help="Overwrite an existing output file."),
         rev: str | None = typer.Option(None, "--rev", help="For a git source: the tag, branch or commit to "
-                                       "read (default: HEAD); a release tag is tried with and without 'v'.")
+                                       "read (default: HEAD); a release tag is tried with and without 'v'."),
+        as_of: str | None = typer.Option(None, "--as-of", help="The project's date (YYYY-MM-DD), when the "
+                                         "evidence the draft finds is wrong: it chooses the Python and the "
+                                         "releases of the dependencies."),
+        python: str | None = typer.Option(None, "--python", help="The Python to run the tests with (3.X), "
+                                          "instead of the one the draft would choose."),
+        undocumented: bool = typer.Option(False, "--undocumented", help="Take functions without a docstring "
+                                          "as task candidates too (their prompt has the signature and context "
+                                          "only); off by default, as in CoderEval."),
         ) -> None:
     """Draft a manifest for a repository: python version, dependencies and tests read from its files."""
-    from coderun.envs.drafting import make_draft
-    from coderun.errors import UsageError
+    from coderun.envs.drafting import DraftOptions, make_draft
 
     if output is not None and output.exists() and not force:
         raise UsageError(f"{output} already exists", hint="pass --force to overwrite it, or choose another -o")
+    options = DraftOptions(as_of=_date_option(as_of), python=_python_option(python), undocumented=undocumented)
     with err_console.status(f"reading {source}"):
-        draft = make_draft(source, settings(), name=name, rev=rev)
+        draft = make_draft(source, settings(), name=name, rev=rev, options=options)
     for w in draft.warnings:
         err_console.print(f"[yellow]warning:[/] {w}", highlight=False)
     if output is None:
@@ -101,3 +111,21 @@ def add(source: str = typer.Argument(..., help='A git URL (https, ssh, file://),
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(draft.text, encoding="utf-8")
     err_console.print(f"wrote {output}; next: coderun env build {output}", highlight=False)
+
+
+def _date_option(value: str | None) -> dt.date | None:
+    if value is None:
+        return None
+    try:
+        day = dt.date.fromisoformat(value)
+    except ValueError:
+        raise UsageError(f"--as-of {value}: not a date", hint="give it as YYYY-MM-DD, e.g. --as-of 2021-06-30") from None
+    if day > dt.date.today():
+        raise UsageError(f"--as-of {value} is in the future", hint="give the day the project's code is from")
+    return day
+
+
+def _python_option(value: str | None) -> str | None:
+    if value is not None and not re.fullmatch(r"3\.\d{1,2}", value):
+        raise UsageError(f"--python {value}: not a Python 3 version", hint="give it as 3.X, e.g. --python 3.9")
+    return value

@@ -132,6 +132,11 @@ def print_project(p: ProjectTaskReport, out: Console = console) -> None:
         out.print(f"[yellow]  coverage failed, tests mapped by file name: {p.mapping_note}[/]")
     if p.trivial_passes:
         out.print(f"  {trivial_summary(p.trivial_passes)}", highlight=False)
+    if p.positions:
+        key, nodeid = next(iter(p.positions.items()))
+        out.print(f"  {len(p.positions)} parametrized tests have ids that change between runs; they are known by "
+                  f"their parameters' positions (e.g. {key} for {nodeid}; all in `--json`: positions)",
+                  soft_wrap=True, highlight=False, markup=False)
     if p.resumed:
         out.print(f"  {p.resumed} tasks taken from the interrupted build (same inputs), not verified again")
     if p.capped:
@@ -194,7 +199,9 @@ def list_(project: str = typer.Option(None, "--project", help="Only this project
             raise UsageError("--targets lists every declared target; it takes --project only")
         _list_targets(load_targets(s, project=project), as_json)
         return
-    tasks = load_tasks(s, project=project, level=level, include_weak=include_weak, status=status)
+    # Every verified task, those eval leaves out of the headline (a trivial body passes them) among them: flagged.
+    default = ["verified", "weak"] if include_weak else "verified"
+    tasks = load_tasks(s, project=project, level=level, include_weak=include_weak, status=status or default)
     if as_json:
         for t in tasks:
             print_json(t.model_dump(mode="json", include=set(_LIST_FIELDS)))
@@ -228,12 +235,9 @@ def _inputs_note(tasks: list[Task]) -> str:
 
 
 def _flags(t: Task) -> str:
-    """What the build found about a task's tests: `weak` (a `return None` body passes them), `trivial:`
-    and the other trivial bodies that pass them, `network` (some tried to reach the network), `no-inputs` (no
-    differential inputs: pass+ is pass), `Nconf` (run in N configurations)."""
-    others = [n for n in t.trivial_passes if n != NONE]
-    flags = (["weak"] if t.pass_stub_passes else []) + ([f"trivial:{','.join(others)}"] if others else [])
-    flags += ["network"] if t.network_tests else []
+    """What the build found about a task's tests (Task.flags, supplementary aside: the status's mark says it),
+    `no-inputs` (no differential inputs: pass+ is pass), `Nconf` (run in N configurations)."""
+    flags = [f for f in t.flags() if f != "supplementary"]
     flags += ["no-inputs"] if t.rigor is not None and not t.rigor.inputs else []
     if len(t.configurations) > 1:
         flags.append(f"{len(t.configurations)}conf")
@@ -244,12 +248,17 @@ def _flag_notes(tasks: list[Task]) -> list[str]:
     notes = []
     weak = sum(t.pass_stub_passes for t in tasks)
     if weak:
-        notes.append(f"weak: {weak} tasks whose tests pass with the body replaced by `return None`; "
-                     "kept in the benchmark and marked in reports")
+        notes.append(f"weak: {weak} tasks whose tests pass with the body replaced by `return None`")
     others = Counter(n for t in tasks for n in t.trivial_passes if n != NONE)
     if others:
         each = ", ".join(f"{n} {others[n]} ({TRIVIAL_WORDS[n]})" for n in NAMES if others[n])
-        notes.append(f"trivial: tasks whose tests pass with a body that does no work: {each}; kept and marked")
+        notes.append(f"trivial: tasks whose tests pass with a body that does no work: {each}")
+    trivial = [t for t in tasks if t.trivial_passes]
+    if trivial:
+        caught = sum(not t.trivially_passed("plus") for t in trivial)
+        notes.append(f"eval leaves these {len(trivial)} weak or trivial tasks out of its headline unless "
+                     f"--include-weak; with --rigor plus it counts the {caught} of them on which pass+ fails every "
+                     "such body")
     network = [t for t in tasks if t.network_tests]
     if network:
         tests = sorted({a.nodeid for t in network for a in t.network_tests})

@@ -10,7 +10,7 @@ image lookup, and a changed test command rebuilds only the baseline layer. The s
 same tag on any machine, so a missing image is pulled by it from a registry when one is set (registry.py). Every build runs with
 networking disabled; the host downloads (PyPI, Debian) and the image never does. Layout in the image:
     /opt/venv                 the virtual environment (dependencies, pytest, coverage); on PATH
-    /work/project             the project's tree, owned by `coderun`; PYTHONPATH=/work/project/<import_root>
+    /work/project             the tree while the baseline runs (after it: /opt/coderun/pristine, root-only)
     /opt/coderun/baseline/    junit.xml, output.log, exit_code, duration_ms, python_version (root-owned)
 The host keeps build logs, wheelhouses, baseline records and each image's installed versions
 (`packages/<project>-<key>.json`, a ProjectEnvironment listed by the image's python in a container
@@ -33,8 +33,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from coderun.config import Settings
-from coderun.envs import dockerlib, registry, services
+from coderun.envs import dockerlib, installed, registry, services
 from coderun.envs.base_image import PYTHON_IN_IMAGE, BaseSpec, BaseStrategy, base_spec, build_base_image
+from coderun.envs.diagnose import baseline_failure
 from coderun.envs.local import find_python, pin_requirements, pip_requirements, resolve_date
 from coderun.envs.logs import tail
 from coderun.envs.sources import Checkout, checkout
@@ -47,6 +48,7 @@ from coderun.manifests.schema import Manifest
 from coderun.records import Baseline, ProjectEnvironment
 
 PROJECT_DIR = "/work/project"
+PRISTINE_DIR = "/opt/coderun/pristine"   # the tree once the baseline ran: readable by root only
 BASELINE_DIR = "/opt/coderun/baseline"
 HARNESS_IN_IMAGE = "/opt/coderun/harness"  # the baseline's per-test limit (root-owned, read-only)
 IMAGE_USER = "coderun"
@@ -94,7 +96,7 @@ class ProjectImage:
     environment: ProjectEnvironment  # the interpreter and every distribution installed in the image
     built: tuple[str, ...]  # the layers built by this call; empty for a cache hit
     pulled_from: str | None = None  # the registry it was pulled from by this call
-    workdir: str = PROJECT_DIR
+    workdir: str = PRISTINE_DIR
     python_path: str = PYTHON_IN_IMAGE
     user: str = IMAGE_USER
 
@@ -127,9 +129,9 @@ def plan_image(manifest: Manifest, settings: Settings, client: docker.DockerClie
     # The project's own wheel (install.project / extras) is in the deps layer, so then it is per commit.
     needs_tree = manifest.install.project or bool(manifest.install.extras)
     as_of = resolve_date(manifest, co)  # a git source's commit date when the manifest gives none
-    deps_key = dockerlib.content_hash(
+    deps_key = dockerlib.content_hash(  # the source's own commit: supplementary tests install nothing
         spec.tag, spec.glibc, manifest.python, install, _requirement_files(manifest, co.path),
-        co.commit if needs_tree else "", dockerlib.recipe_text("deps.Dockerfile"),
+        co.upstream_commit if needs_tree else "", dockerlib.recipe_text("deps.Dockerfile"),
         *([f"as-of {as_of}"] if as_of else []))
     source_key = dockerlib.content_hash(
         f"{manifest.name}:deps-{deps_key}", co.commit, manifest.import_root, install,
@@ -137,7 +139,7 @@ def plan_image(manifest: Manifest, settings: Settings, client: docker.DockerClie
     key = dockerlib.content_hash(
         f"{manifest.name}:src-{source_key}", baseline_script(manifest, co.commit),
         json.dumps(manifest.tests.model_dump(mode="json", exclude=manifest.tests.BASELINE_EXCLUDE), sort_keys=True),
-        dockerlib.recipe_text("baseline.Dockerfile"), *_limit_files().values())
+        dockerlib.recipe_text("baseline.Dockerfile"), installed.SOURCE, *_limit_files().values())
     return ImagePlan(manifest, co, spec, deps_key, source_key, key)
 
 
@@ -374,8 +376,9 @@ def _limit_files() -> dict[str, str]:
 def _build_baseline(plan: ImagePlan, settings: Settings, client: docker.DockerClient,
                     console: Console) -> None:
     m = plan.manifest
-    context = dockerlib.Context(dockerlib.recipe_text("baseline.Dockerfile"),
-                                {"baseline.sh": baseline_script(m, plan.checkout.commit), **_limit_files()}, {})
+    files = {"baseline.sh": baseline_script(m, plan.checkout.commit), "installed.py": installed.SOURCE,
+             **_limit_files()}
+    context = dockerlib.Context(dockerlib.recipe_text("baseline.Dockerfile"), files, {})
     log = _log(settings, plan, "baseline", plan.key)
     dockerlib.build_image(
         client, context, tag=plan.tag, buildargs={"BASE": plan.source_tag},
@@ -408,10 +411,10 @@ def read_baseline(plan: ImagePlan, client: docker.DockerClient, settings: Settin
     log.write_bytes(files.get("output.log", b""))
     exit_code = int(files.get("exit_code", b"-1").strip() or -1)
     if exit_code not in (0, 1) or "junit.xml" not in files:
+        cause, hint = baseline_failure(log, m, exit_code)
         raise EnvironmentBuildError(
-            f"{m.name}: the test suite did not run in the image (pytest exit {exit_code})",
-            log_path=str(log), log_tail=tail(log),
-            hint="check tests.paths and tests.args in the manifest (exit 124/137: tests.timeout)")
+            f"{m.name}: the test suite did not run in the image (pytest exit {exit_code}): {cause}",
+            log_path=str(log), log_tail=tail(log), hint=f"{hint} (exit 124/137: tests.timeout)")
     with tempfile.NamedTemporaryFile(suffix=".xml") as junit:
         junit.write(files["junit.xml"])
         junit.flush()

@@ -16,11 +16,15 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import git
+
 from coderun.config import Settings
+from coderun.envs.index import released, releases
 from coderun.envs.sources import Checkout, checkout, commit_date, download_sdist, pip_command
 from coderun.errors import ManifestError, SourceError, UsageError
 from coderun.manifests.draft import (
     Builder,
+    Metadata,
     Probes,
     has_tests,
     no_tests_message,
@@ -29,6 +33,7 @@ from coderun.manifests.draft import (
     resolve_source,
     sanitize_name,
 )
+from coderun.manifests.draft.dating import Dated, changelog_date, declared_versions, exact_pins, tag_version
 from coderun.manifests.draft.requirements import dist_key
 from coderun.manifests.schema import Manifest, parse_manifest
 
@@ -40,24 +45,46 @@ class Draft:
     warnings: tuple[str, ...]
 
 
-def draft_manifest(source: str, settings: Settings, name: str | None = None, rev: str | None = None) -> str:
+@dataclass(frozen=True)
+class DraftOptions:
+    """What the user can say that the tree cannot: the project's date and Python, functions without docstrings."""
+
+    as_of: dt.date | None = None
+    python: str | None = None
+    undocumented: bool = False
+
+
+def draft_manifest(source: str, settings: Settings, name: str | None = None, rev: str | None = None,
+                   options: DraftOptions = DraftOptions()) -> str:
     """Commented YAML of a manifest for `source` (git URL, directory, or "pkg==version"); it validates."""
-    return make_draft(source, settings, name=name, rev=rev).text
+    return make_draft(source, settings, name=name, rev=rev, options=options).text
 
 
 def _checkout_trying_tags(name: str, src: dict, settings: Settings) -> Checkout:
-    """The checkout of `src`; a release tag given as v1.2 or 1.2 is tried the other way too."""
-    try:
-        return checkout(Manifest(name=name, source=src, python="3.11"), settings)
-    except SourceError:
-        rev = src.get("git", {}).get("rev", "")
-        other = rev[1:] if re.fullmatch(r"v\d[\w.]*", rev) else f"v{rev}" if re.fullmatch(r"\d[\w.]*", rev) else None
-        if other is None:
-            raise
-        return checkout(Manifest(name=name, source={"git": {**src["git"], "rev": other}}, python="3.11"), settings)
+    """The checkout of `src`; a release tag given as v1.2 or 1.2 is tried the other way too. A failure names
+    every revision tried and speaks of `--rev`: there is no manifest yet."""
+    rev = src.get("git", {}).get("rev", "")
+    other = rev[1:] if re.fullmatch(r"v\d[\w.]*", rev) else f"v{rev}" if re.fullmatch(r"\d[\w.]*", rev) else None
+    tried = []
+    for attempt in [rev, *([other] if other else [])] if src.get("git") else [None]:
+        try:
+            if attempt is None:
+                return checkout(Manifest(name=name, source=src, python="3.11"), settings)
+            return checkout(Manifest(name=name, source={"git": {**src["git"], "rev": attempt}}, python="3.11"),
+                            settings)
+        except SourceError as e:
+            if attempt is None:
+                raise
+            tried.append(attempt)
+            first = e
+    names = " nor ".join(tried)
+    raise SourceError(f"{src['git']['url']}: no revision {names} ({first.message})",
+                      hint="give --rev a tag, branch or commit the repository has (`git ls-remote --tags URL` "
+                           "lists its tags)") from None
 
 
-def make_draft(source: str, settings: Settings, name: str | None = None, rev: str | None = None) -> Draft:
+def make_draft(source: str, settings: Settings, name: str | None = None, rev: str | None = None,
+               options: DraftOptions = DraftOptions()) -> Draft:
     src, provisional, warnings = resolve_source(source)
     if rev is not None:
         if not src.get("git"):
@@ -71,8 +98,9 @@ def make_draft(source: str, settings: Settings, name: str | None = None, rev: st
     if not has_tests(co.path):
         message, hint = no_tests_message(source, src, meta)
         raise UsageError(message, hint=hint)
-    b = Builder(tree=co.path, meta=meta, warnings=list(warnings), probes=_PROBES,
-                as_of=source_date(src, co, settings))
+    b = Builder(tree=co.path, meta=meta, warnings=list(warnings), probes=_PROBES, python=options.python,
+                undocumented=options.undocumented)
+    b.as_of = source_date(src, co, meta, b.packages(b.find_import_root()[0])[0], settings, as_of=options.as_of)
     data = b.build(name=sanitize_name(name or meta.name or provisional), source=src)
     text = render(data, b.notes, source=source, kind=co.kind, commit=co.commit, warnings=b.warnings)
     try:
@@ -83,19 +111,81 @@ def make_draft(source: str, settings: Settings, name: str | None = None, rev: st
     return Draft(text, manifest, tuple(b.warnings))
 
 
-def source_date(src: dict, co: Checkout, settings: Settings) -> tuple[dt.date, str] | None:
-    """The day the source is from, and how that is known: a git commit's date, or the time the sdist was
-    made (its PKG-INFO's timestamp in the archive). A directory has none."""
-    if src.get("git"):
-        return commit_date(co), "resolve_as_of: the commit's date; dependencies are resolved among the releases up to then"
-    if not src.get("pypi"):
+def source_date(src: dict, co: Checkout, meta: Metadata, packages: list[str], settings: Settings, *,
+                as_of: dt.date | None = None) -> tuple[dt.date, str] | None:
+    """The day the source is from, and the evidence, best first: `--as-of`; a git commit's date when the
+    history supports it (the commit has parents); the index's upload day of the release the source is (an
+    sdist's name==version, a tag on the commit, the version the metadata declares); the changelog's date of
+    that version; the day an sdist was made (PKG-INFO's timestamp); a lone commit's date. Never earlier than
+    the newest exact pin the project declares (the index had that release then)."""
+    if as_of is not None:
+        return as_of, f"resolve_as_of: {as_of}, given with --as-of"
+    found = _release_date(src, co, meta, packages) if not src.get("git") or not _has_history(co) else None
+    if found is None and src.get("git") and _has_history(co):
+        found = Dated(commit_date(co), "the commit's date")
+    version = src["pypi"].partition("==")[2] if src.get("pypi") else (meta.version or None)
+    found = found or changelog_date(co.path, version)
+    if found is None and src.get("pypi"):
+        stamp = _pkg_info_mtime(download_sdist(src["pypi"], settings))
+        found = Dated(stamp, "the day the sdist was made (its PKG-INFO's timestamp)") if stamp else None
+    if found is None and src.get("git"):
+        found = Dated(commit_date(co), "the date of the repository's only commit, the one evidence there is")
+    floor = _newest_pin(co.path, meta)
+    if floor is not None and (found is None or floor.day > found.day):
+        found = Dated(floor.day, f"{found.why + ', moved to ' if found else ''}{floor.why}")
+    if found is None:
         return None
-    archive = download_sdist(src["pypi"], settings)  # cached by the checkout just made
-    stamp = _pkg_info_mtime(archive)
-    if stamp is None:
-        return None
-    return stamp, ("resolve_as_of: the day the sdist was made (its PKG-INFO's timestamp); dependencies are "
-                   "resolved among the releases up to then")
+    return found.day, f"resolve_as_of: {found.why}; dependencies are resolved among the releases up to then"
+
+
+def _has_history(co: Checkout) -> bool:
+    """Whether the commit's date can be trusted as the code's: it has parents (a lone commit is a snapshot or
+    a vendored copy, made whenever someone copied the code)."""
+    try:
+        return bool(git.Repo(co.path).commit(co.upstream_commit).parents)
+    except (git.GitCommandError, ValueError):
+        return False
+
+
+def _release_date(src: dict, co: Checkout, meta: Metadata, packages: list[str]) -> Dated | None:
+    """The index's upload day of the release this tree is: the sdist's own, or a version its tags or
+    metadata name."""
+    names = list(dict.fromkeys(n for n in (meta.name, src.get("pypi", "").partition("==")[0]) if n))
+    candidates: list[tuple[str, str]] = []
+    if src.get("pypi"):
+        candidates.append((src["pypi"].partition("==")[2], f"the release {src['pypi']}"))
+    candidates += [(v, f"tag {t} on the commit") for t, v in _tags_at(co)]
+    candidates += [(v.lstrip("v"), f"version {v} in {where}") for v, where in declared_versions(co.path, meta, packages)]
+    for version, why in candidates:
+        for name in names:
+            day = released(name, version)
+            if day is not None:
+                return Dated(day, f"{why} was uploaded to the package index on {day}")
+    return None
+
+
+def _tags_at(co: Checkout) -> list[tuple[str, str]]:
+    """(tag, version) of the release tags on the checked-out commit."""
+    if co.kind != "git":
+        return []
+    try:
+        out = git.Repo(co.path).git.tag("--points-at", co.upstream_commit)
+    except git.GitCommandError:
+        return []
+    return [(t, v) for t in out.split() if (v := tag_version(t))]
+
+
+def _newest_pin(tree: Path, meta: Metadata) -> Dated | None:
+    """The newest release among the project's exact pins: the project is no older than that."""
+    best: Dated | None = None
+    for name, version in exact_pins(tree, meta)[:_MAX_PIN_LOOKUPS]:
+        day = released(name, version)
+        if day is not None and (best is None or day > best.day):
+            best = Dated(day, f"its pin {name}=={version} was released on {day}")
+    return best
+
+
+_MAX_PIN_LOOKUPS = 30
 
 
 def _pkg_info_mtime(archive: Path) -> dt.date | None:
@@ -138,4 +228,8 @@ def _have_python(minor: int) -> bool:
     return find_python(f"3.{minor}")[1]
 
 
-_PROBES = Probes(has_python=_have_python, on_index=_on_index)
+def _release_count(name: str) -> int:
+    return len(releases(name))
+
+
+_PROBES = Probes(has_python=_have_python, on_index=_on_index, release_count=_release_count)

@@ -1,10 +1,12 @@
 """Local environments: a venv per project (the embedded default backend), with a recorded baseline.
 
-Layout of `$CODERUN_HOME/envs/<project>-<key>/` (key = hash of python version, install spec, commit):
+Layout of `$CODERUN_HOME/envs/<project>-<key>/` (key = hash of what installs the venv: the interpreter, the
+install spec and the source's own commit; never the supplementary tests committed on top of it):
     venv/            the virtual environment (dependencies, pytest, coverage; never the project's code)
     project/         only with `install.pre_install`: the checkout after those commands, the tree that
                      the baseline, tasks build and evaluation all use (`LocalEnv.checkout` points here)
-    env.json         what built it and how long it took
+    env.json         what built it and how long it took; written once the venv is installed, so that a failed
+                     baseline is re-run with the same venv after the manifest's `tests` are fixed
     packages.json    the interpreter's version and every installed distribution (ProjectEnvironment)
     baseline.json    every test's outcome on the original code (coderun.records.Baseline)
     logs/            pip and test logs
@@ -28,6 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from coderun.config import Settings
+from coderun.envs.diagnose import baseline_failure, install_failure
 from coderun.envs.logs import tail
 from coderun.envs.progress import Steps
 from coderun.envs.resolve import TOOLING, compile_requirements
@@ -97,10 +100,11 @@ class LocalEnv:
             return False
 
 
-def baseline_tests_key(manifest: Manifest) -> str:
+def baseline_tests_key(manifest: Manifest, commit: str = "") -> str:
     """The venv depends on the install spec only; the baseline also on how the tests are run (in tests.env
-    alone: the configurations do not count)."""
-    data = manifest.tests.model_dump_json(exclude=manifest.tests.BASELINE_EXCLUDE)
+    alone: the configurations do not count) and on the tree they run in (`commit`: the checkout's, which adds
+    the supplementary tests to the source's)."""
+    data = manifest.tests.model_dump_json(exclude=manifest.tests.BASELINE_EXCLUDE) + commit
     return hashlib.sha256(data.encode()).hexdigest()[:16]
 
 
@@ -108,10 +112,11 @@ def _env_for(manifest: Manifest, settings: Settings, co: Checkout) -> LocalEnv:
     interpreter, _ = find_python(manifest.python)
     # The interpreter actually used is part of the key: installing python3.9 later rebuilds.
     as_of = resolve_date(manifest, co)  # a git source's commit date when the manifest gives none
-    key = manifest.install_hash(co.commit, ENV_RECIPE_VERSION, _version_of(str(interpreter)) or "",
+    # What installs the venv, and nothing else: the source's own commit, not the supplementary tests on top.
+    key = manifest.install_hash(co.upstream_commit, ENV_RECIPE_VERSION, _version_of(str(interpreter)) or "",
                                 *([f"as-of {as_of}"] if as_of else []))
     path = settings.envs / f"{manifest.name}-{key}"
-    tests_key = baseline_tests_key(manifest)
+    tests_key = baseline_tests_key(manifest, co.commit)
     if manifest.install.pre_install:  # every stage uses the tree the commands prepared, never the bare checkout
         co = replace(co, path=path / "project")
     return LocalEnv(manifest.name, path, path / "venv" / "bin" / "python", co, key, tests_key, as_of)
@@ -243,7 +248,7 @@ def build_local_env(manifest: Manifest, settings: Settings, *, force: bool = Fal
     if env.ready and not force:
         return env
     if env.installed and not force:
-        return _rerun_baseline(manifest, env, warn)
+        return _rerun_baseline(manifest, env, co, warn)
     python, exact = find_python(manifest.python)
     if not exact:
         warn(f"warning: no python{manifest.python} on PATH; {manifest.name} is built with "
@@ -262,30 +267,45 @@ def build_local_env(manifest: Manifest, settings: Settings, *, force: bool = Fal
         # pip and the baseline run in a throwaway copy: in-tree builds and caches stay out of the kept tree.
         tree = Path(tmp) / "tree"
         shutil.copytree(env.checkout.path, tree, symlinks=True, ignore=shutil.ignore_patterns(".git"))
-        as_of = env.as_of
-        if as_of is not None:
-            with steps.step(f"resolve dependencies as of {as_of}"):
-                pin_requirements(manifest, tree, env.path, python=env.python, as_of=as_of,
-                                 log=env.logs / "resolve.log", env=venv_env)
-        with steps.step("install dependencies"):
-            log = env.logs / "pip.log"
-            reqs = ["-r", str(env.resolved_path)] if as_of else pip_requirements(manifest, tree)
-            cmd = [str(env.python), "-m", "pip", "install", "--disable-pip-version-check",
-                   *manifest.install.pip_args, *reqs]
-            _check(_run(cmd, log, cwd=tree, env=venv_env, step="pip install"), log, "pip install",
-                   hint="check install.requirements in the manifest")
-        with steps.step("record installed versions"):
-            record_packages(env)
+        _install(manifest, env, tree, venv_env, steps)
+        # The venv is complete: recorded now, so a baseline that fails is re-run with it (`tests` fixed).
+        meta = {"project": manifest.name, "key": env.key, "tests_key": None, "commit": co.commit,
+                "upstream_commit": co.upstream_commit, "python": str(python),
+                "resolved_as_of": env.as_of.isoformat() if env.as_of else None,
+                "python_version": _version_of(str(env.python)), "exact_python": exact,
+                "install_seconds": round(time.monotonic() - started, 1)}
+        (env.path / "env.json").write_text(json.dumps(meta, indent=1))
         with steps.step("baseline test run"):
             baseline = run_baseline(manifest, env, tree, venv_env)
     _say_timed_out(manifest, baseline, warn)
-    env.baseline_path.write_text(baseline.model_dump_json(indent=1))
-    meta = {"project": manifest.name, "key": env.key, "tests_key": env.tests_key, "commit": co.commit,
-            "python": str(python), "resolved_as_of": as_of.isoformat() if as_of else None,
-            "python_version": _version_of(str(env.python)), "exact_python": exact,
-            "build_seconds": round(time.monotonic() - started, 1), "counts": baseline.counts()}
-    (env.path / "env.json").write_text(json.dumps(meta, indent=1))
+    _record_baseline(env, baseline, build_seconds=round(time.monotonic() - started, 1))
     return env
+
+
+def _install(manifest: Manifest, env: LocalEnv, tree: Path, venv_env: dict[str, str], steps: Steps) -> None:
+    """Pin the dependencies (as of the env's date), install them and record what got installed."""
+    if env.as_of is not None:
+        with steps.step(f"resolve dependencies as of {env.as_of}"):
+            pin_requirements(manifest, tree, env.path, python=env.python, as_of=env.as_of,
+                             log=env.logs / "resolve.log", env=venv_env)
+    with steps.step("install dependencies"):
+        log = env.logs / "pip.log"
+        reqs = ["-r", str(env.resolved_path)] if env.as_of else pip_requirements(manifest, tree)
+        cmd = [str(env.python), "-m", "pip", "install", "--disable-pip-version-check",
+               *manifest.install.pip_args, *reqs]
+        proc = _run(cmd, log, cwd=tree, env=venv_env, step="pip install")
+        _check(proc, log, "pip install", hint=install_failure(log, manifest) if proc.returncode else None)
+    with steps.step("record installed versions"):
+        record_packages(env)
+
+
+def _record_baseline(env: LocalEnv, baseline: Baseline, **extra: object) -> None:
+    """Keep the baseline, and mark the env ready for the `tests` section it was recorded with."""
+    env.baseline_path.write_text(baseline.model_dump_json(indent=1))
+    meta_path = env.path / "env.json"
+    meta = json.loads(meta_path.read_text())
+    meta.update(tests_key=env.tests_key, commit=env.checkout.commit, counts=baseline.counts(), **extra)
+    meta_path.write_text(json.dumps(meta, indent=1))
 
 
 def record_packages(env: LocalEnv) -> ProjectEnvironment:
@@ -319,20 +339,29 @@ def _prepare_tree(manifest: Manifest, source: Path, env: LocalEnv, venv_env: dic
                    log, f"pre_install command {command!r}")
 
 
-def _rerun_baseline(manifest: Manifest, env: LocalEnv, warn) -> LocalEnv:
-    """The manifest's `tests` changed but not its install spec: record the baseline again, keep the venv."""
+def _rerun_baseline(manifest: Manifest, env: LocalEnv, co: Checkout, warn) -> LocalEnv:
+    """The manifest's `tests` (or the supplementary tests) changed but not what installs the venv: record the
+    baseline again with the venv as it is. A tree prepared by pre_install is prepared again from the new
+    checkout when the checkout changed."""
+    venv_env = _venv_env(env.path / "venv")
     with Steps(f"env {manifest.name}") as steps, tempfile.TemporaryDirectory(prefix="coderun-build-") as tmp:
+        if manifest.install.pre_install and _recorded(env).get("commit") != co.commit:
+            shutil.rmtree(env.checkout.path, ignore_errors=True)
+            _prepare_tree(manifest, co.path, env, venv_env, steps)
         tree = Path(tmp) / "tree"
         shutil.copytree(env.checkout.path, tree, symlinks=True, ignore=shutil.ignore_patterns(".git"))
-        with steps.step("baseline test run (tests changed)"):
-            baseline = run_baseline(manifest, env, tree, _venv_env(env.path / "venv"))
+        with steps.step("baseline test run (the venv is reused: only the tests changed)"):
+            baseline = run_baseline(manifest, env, tree, venv_env)
     _say_timed_out(manifest, baseline, warn)
-    env.baseline_path.write_text(baseline.model_dump_json(indent=1))
-    meta_path = env.path / "env.json"
-    meta = json.loads(meta_path.read_text())
-    meta.update(tests_key=env.tests_key, counts=baseline.counts())
-    meta_path.write_text(json.dumps(meta, indent=1))
+    _record_baseline(env, baseline)
     return env
+
+
+def _recorded(env: LocalEnv) -> dict:
+    try:
+        return json.loads((env.path / "env.json").read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def run_baseline(manifest: Manifest, env: LocalEnv, tree: Path, venv_env: dict[str, str]) -> Baseline:
@@ -350,9 +379,10 @@ def run_baseline(manifest: Manifest, env: LocalEnv, tree: Path, venv_env: dict[s
         proc = _run(cmd, log, cwd=tree, env={**venv_env, **t_env},
                     timeout=manifest.tests.timeout * (ATTEMPTS + 1), step="baseline test run")
     if proc.returncode not in (0, 1) or not junit.is_file():
+        cause, hint = baseline_failure(log, manifest, proc.returncode)
         raise EnvironmentBuildError(
-            f"{manifest.name}: the test suite did not run (pytest exit {proc.returncode})",
-            log_path=str(log), log_tail=tail(log, _LOG_TAIL_LINES), hint="check tests.paths and tests.args in the manifest")
+            f"{manifest.name}: the test suite did not run (pytest exit {proc.returncode}): {cause}",
+            log_path=str(log), log_tail=tail(log, _LOG_TAIL_LINES), hint=hint)
     timed_out = timed_out_tests(_read(records / "limit.log"), _read(records / "ended.json"))
     return Baseline(project=manifest.name, commit=env.checkout.commit,
                     python=_version_of(str(env.python)) or manifest.python, backend="local",

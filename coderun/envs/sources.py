@@ -161,9 +161,9 @@ def _from_mirrors(name: str, url: str, rev: str, settings: Settings) -> tuple[Pa
     for folder in settings.git_mirrors:
         for candidate in mirror_candidates(url, folder):
             repo_dir = _unpacked(candidate, settings) if candidate.is_file() else candidate
-            try:
-                commit = git.Repo(repo_dir).git.rev_parse("--verify", "--quiet", f"{rev}^{{commit}}")
-            except (git.GitCommandError, git.InvalidGitRepositoryError, git.NoSuchPathError):
+            try:  # git run in the folder itself: a bare mirror without a `config` file is one to git
+                commit = git.Git(str(repo_dir)).rev_parse("--verify", "--quiet", f"{rev}^{{commit}}")
+            except (git.GitCommandError, git.InvalidGitRepositoryError, git.NoSuchPathError, OSError):
                 print(f"warning: {name}: mirror {candidate} does not hold {rev}; trying {url}", file=sys.stderr)
                 continue
             if len(rev) == 40 and commit != rev.lower():

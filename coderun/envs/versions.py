@@ -157,6 +157,7 @@ def environment_text(env: RunEnvironment) -> str:
     out = ["# What ran this benchmark: coderun's side at run start, each project's environment as built.",
            "# Each section's name==version lines can be given to `pip install -r`.", "",
            f"# coderun {c.coderun}, Python {c.python} ({c.implementation}) on {c.platform}",
+           *([f"# isolation: {env.isolation} ({env.isolation_note})"] if env.isolation else []),
            f"# coderun's dependencies ({len(c.packages)}):"]
     out += [str(p) for p in c.packages]
     out += [f"# missing: {m}" for m in c.missing]

@@ -27,13 +27,13 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from coderun.choices import Backend, Executor
+from coderun.choices import Backend, Executor, Isolation
 from coderun.config import Settings
-from coderun.envs.sources import checkout
 from coderun.envs.testrun import test_env
 from coderun.envs.versions import ENVIRONMENT_FILE, coderun_environment, differences, environment_text
 from coderun.errors import SandboxError, StoreError, TaskError, UsageError
 from coderun.evaluation.folder import write_problems
+from coderun.evaluation.projects import RunProject, run_isolation, run_projects
 from coderun.evaluation.samples import Resolver, first_of, read_samples, resolver_from_tasks
 from coderun.evaluation.store import (
     Result,
@@ -52,8 +52,6 @@ from coderun.records import (
     Level,
     Package,
     PlusOutcome,
-    ProjectEnvironment,
-    ProjectSource,
     RunEnvironment,
     Task,
     TaskInputs,
@@ -67,8 +65,7 @@ from coderun.runner.executors.cluster import parse_cluster, require_ray
 from coderun.runner.grade import grade, grade_plus, grade_unspliceable
 from coderun.runner.splice import splice
 from coderun.runner.taxonomy import SpliceSite
-from coderun.sandbox import SandboxSpec
-from coderun.sandbox.project import original_tree, project_sandbox, run_limits, top_level_packages
+from coderun.sandbox.project import isolation_of, run_limits
 from coderun.tasks.inputs import check_payload
 from coderun.tasks.store import load_inputs
 
@@ -94,12 +91,14 @@ class EvalRequest:
     executor: Executor = Executor.WORKERS
     cluster: str | None = None      # run on a Ray cluster (runner/executors/cluster.py); not kept in the run
     rigor: str = "base"             # the headline verdict: base (the project's tests) or plus (and pass+)
+    isolation: Isolation = Isolation.AUTO   # local: namespaces where possible (see sandbox/isolation.py)
 
     def __post_init__(self) -> None:
         if sum([self.samples is not None, self.ground_truth, self.blank]) != 1:
             raise UsageError("give exactly one of --samples FILE, --ground-truth or --blank")
         object.__setattr__(self, "backend", Backend.parse(self.backend))     # a name given as a string
         object.__setattr__(self, "executor", Executor.parse(self.executor))
+        object.__setattr__(self, "isolation", Isolation.parse(self.isolation))
         if self.rigor not in ("base", "plus"):
             raise UsageError(f"unknown rigor {self.rigor!r}; one of: base, plus")
         if self.cluster:  # before the run folder is made
@@ -111,6 +110,7 @@ class EvalRequest:
         return RunConfig(samples=str(self.samples) if self.samples else None, ground_truth=self.ground_truth,
                          blank=self.blank, level=self.level, backend=self.backend, jobs=self.jobs,
                          include_weak=self.include_weak, executor=self.executor, rigor=self.rigor,
+                         isolation=self.isolation,
                          manifests={p: str(find_manifest(p, settings).origin) for p in projects})
 
 
@@ -140,11 +140,13 @@ def start_run(req: EvalRequest, settings: Settings, tasks: list[Task], *,
     if not tasks:
         raise TaskError("no tasks selected", hint="build them with `coderun tasks build PROJECT`, "
                         "or check --project / --level")
+    isolation, note = isolation_of(req.backend, req.isolation)  # before the run folder: it may refuse
     run_id = new_run_id()
     run_dir = (req.run_dir or settings.runs / run_id).resolve()
     info = RunInfo(run_id=run_id, label=req.label or _default_label(req), config=req.config(tasks, settings))
     store = RunStore.create(run_dir, info)
-    _save_environment(store, RunEnvironment(coderun=coderun_environment()))
+    _save_environment(store, RunEnvironment(coderun=coderun_environment(), isolation=isolation,
+                                            isolation_note=note))
     inputs = load_inputs(settings, [t.task_id for t in tasks])  # kept in the run: it is graded on them
     store.add_tasks(RunTask.from_task(t, inputs.get(t.task_id)) for t in tasks)
     summary.run_dir = run_dir
@@ -220,17 +222,6 @@ def _blank_code(task: Task) -> str:
 # ------------------------------------------------------------------------------------ executing
 
 
-@dataclass(frozen=True)
-class RunProject:
-    """A project as a run executes it: its manifest, sandbox, original tree and installed packages."""
-
-    manifest: Manifest
-    spec: SandboxSpec
-    tree: Path
-    packages: frozenset[str]
-    environment: ProjectEnvironment
-
-
 @dataclass
 class _Unit:
     """One unique (task, code): every sample in `samples` shares its verdict."""
@@ -260,7 +251,8 @@ def execute(store: RunStore, settings: Settings, *, jobs: int | None = None, clu
     for u in units:
         u.inputs, u.rigor = inputs.get(u.task.task_id), config.rigor
     summary = RunSummary(store.path)
-    projects = run_projects(sorted({u.task.project for u in units}), config, settings, tasks)
+    isolation = run_isolation(store, config)
+    projects = run_projects(sorted({u.task.project for u in units}), config, settings, tasks, isolation)
     summary.problems += _record_environments(store, projects)
     with make_pool(config.executor, config.backend, {n: p.spec for n, p in projects.items()}, jobs,
                    cluster=cluster, manifests={n: p.manifest for n, p in projects.items()},
@@ -286,26 +278,6 @@ def _units(store: RunStore, tasks: dict[str, Task], dedupe: bool = True) -> list
         unit = groups.setdefault(key, _Unit(task, s.code, []))
         unit.samples.append(s)
     return sorted(groups.values(), key=lambda u: -u.cost)  # longest first keeps every worker busy
-
-
-def run_projects(names: list[str], config: RunConfig, settings: Settings,
-                 tasks: dict[str, Task]) -> dict[str, RunProject]:
-    """Each named project ready to run the run's tasks (environments built when missing); a TaskError when
-    its source has moved past the commit the tasks were built at."""
-    out = {}
-    for name in names:
-        manifest = find_manifest(config.manifests.get(name) or name, settings)
-        co = checkout(manifest, settings)
-        spec, environment = project_sandbox(manifest, settings, config.backend)  # builds the pre_install tree too
-        tree, co_commit = original_tree(manifest, settings, co.path), co.commit
-        commits = {t.commit for t in tasks.values() if t.project == name}
-        if commits - {co_commit}:
-            raise TaskError(f"{name}: the run's tasks were built at {sorted(commits)[0][:12]} but the source is "
-                            f"now at {co_commit[:12]}", hint=f"rebuild them: coderun tasks build {name}")
-        environment = environment.model_copy(
-            update={"source": ProjectSource(kind=co.kind, commit=co.commit, origin=co.origin)})
-        out[name] = RunProject(manifest, spec, tree, top_level_packages(tree / manifest.import_root), environment)
-    return out
 
 
 def _record_environments(store: RunStore, projects: dict[str, RunProject]) -> list[str]:
@@ -405,7 +377,8 @@ def _evaluate_unit(unit: _Unit, store: RunStore, pool: Pool, project: RunProject
     task, first = unit.task, unit.samples[0]
     started = time.monotonic()
     original = (project.tree / task.file).read_text(encoding="utf-8")
-    spliced = splice(original, task.qualname, unit.code, lineno=task.lineno)
+    spliced = splice(original, task.qualname, unit.code, lineno=task.lineno,
+                     keep_docstring=bool(task.own_doctests()))
     base = store.path / "spliced" / task_slug(task.task_id)
     spliced_path = log_path = None
     evidence = first_ev = None

@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
-from coderun.choices import Backend, Executor
+from coderun.choices import Backend, Executor, Isolation
 from coderun.config import Settings
 from coderun.errors import StoreError
 from coderun.evaluation.ranking import Execution, GeneratedTests, RankSummary, RankTests, TaskRanking
@@ -98,6 +98,7 @@ class RunConfig(BaseModel):
     manifests: dict[str, str] = Field(default_factory=dict)   # project -> the manifest file it was run from
     executor: Executor = Executor.WORKERS             # runs made before executors existed: the default
     rigor: Literal["base", "plus"] = "base"           # what the headline verdict uses (both are kept)
+    isolation: Isolation = Isolation.AUTO             # local: asked for (what was made: RunEnvironment)
 
 
 class ImportConfig(BaseModel):

@@ -13,8 +13,8 @@ from pathlib import Path
 HARNESS_DIR = Path(__file__).parent
 
 # The reporter (a pytest plugin, loaded with `-p coderun_reporter`) and what it imports: every executor's.
-REPORTER_FILES = ("coderun_reporter.py", "coderun_integrity.py", "coderun_values.py", "coderun_differential.py",
-                  "coderun_mutants.py")
+REPORTER_FILES = ("coderun_reporter.py", "coderun_integrity.py", "coderun_testcode.py", "coderun_values.py",
+                  "coderun_differential.py", "coderun_mutants.py")
 
 # Whole-suite runs of the original (the baseline, the coverage run): the per-test limit (a pytest plugin,
 # `-p coderun_limit`) and the baseline's runner, which runs the suite again without a test that ended it.

@@ -87,7 +87,9 @@ def resume_child(w: SampleServer, req: dict, base: str, project: str, out_w: int
 
 
 def _isolate(w: SampleServer, req: dict, project: str, out_w: int, err_w: int, rep_w: int) -> None:
-    """A new session with the sample's pipes, limits and folder; nothing else of the worker's open."""
+    """A new session with the sample's pipes, limits and folder; nothing else of the worker's open, and
+    nothing of the original the sample replaces in memory."""
+    w.folders.forget(req["relfile"])
     # The worker's objects move out of the collector's reach: pytest runs gc.collect() several times
     # per session, and walking the worker's whole heap (and copying its pages) is most of that. A
     # template froze the worker's objects before configuring pytest: what pytest made stays visible to

@@ -93,7 +93,8 @@ def sweep(w: SampleServer, pid: int, req: dict) -> None:
     with contextlib.suppress(OSError):
         os.killpg(pid, signal.SIGKILL)
     needles = (w.marker.encode(), f"CODERUN_SAMPLE={req['token']}".encode())
-    skip = {os.getpid(), req.get("reap"), *w.spare}
+    # never the worker's parent, nor PID 1: in a sandbox's PID namespace that is the sandbox's own init
+    skip = {os.getpid(), os.getppid(), 1, req.get("reap"), *w.spare}
     for _ in range(150):
         found = [(p, belongs(w, p, pid, needles)) for p in processes() if p not in skip]
         victims = [p for p, state in found if state == "alive"] + _cgroup_pids(req.get("cgroup"))

@@ -1,14 +1,19 @@
 """The sample's folder: a private copy of the pristine tree at the same path for every sample of a worker,
-written from memory (Snapshot), with the worker's kept bytecode, and put back after a sample instead of
-copied again when it can be (Folder). Standalone (stdlib only, Python 3.7): imported by the worker.
+written from memory (Snapshot, taken from the tar the host sends: the tree is nowhere a sample can read), with
+the worker's kept bytecode, and put back after a sample instead of copied again when it can be (Folder). A
+sample's process drops every copy of the file it replaces (SampleFolders.forget). Standalone (stdlib only,
+Python 3.7): imported by the worker.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import shutil
 import stat
+import tarfile
+import time
 from collections.abc import Callable
 
 from coderun_hashes import hashes
@@ -52,9 +57,9 @@ def pyc_source(rel: str) -> str:
 
 
 class Snapshot:
-    """The pristine tree (without .git) held in the worker's memory: writing a copy from it is about
-    twice as fast as shutil.copytree, which reads every file and copies its metadata one call at a time.
-    The copy is the same: contents, modes, access and modification times, symlinks."""
+    """The pristine tree (without .git and bytecode) held in the worker's memory: writing a copy from it is
+    about twice as fast as shutil.copytree, which reads every file and copies its metadata one call at a time.
+    The copy is the same: contents, modes, modification times, symlinks."""
 
     LIMIT = 256 << 20
 
@@ -66,32 +71,30 @@ class Snapshot:
         os.umask(self.umask)
 
     @classmethod
-    def take(cls, root: str) -> Snapshot | None:
-        """None when the tree is over LIMIT bytes or holds something else than files, folders, links."""
-        snap, size = cls(), 0
-        st = os.stat(root)
-        snap.dirs.append(("", st.st_mode, st.st_atime_ns, st.st_mtime_ns))
-        for d, dirs, files in os.walk(root):
-            dirs[:] = [x for x in dirs if x != ".git"]
-            for name in [*dirs, *files]:
-                if name == ".git":
-                    continue
-                path = os.path.join(d, name)
-                rel = os.path.relpath(path, root)
-                st = os.lstat(path)
-                if stat.S_ISLNK(st.st_mode):
-                    snap.links.append((rel, os.readlink(path)))
-                elif stat.S_ISDIR(st.st_mode):
-                    snap.dirs.append((rel, st.st_mode, st.st_atime_ns, st.st_mtime_ns))
-                elif stat.S_ISREG(st.st_mode):
-                    size += st.st_size
+    def from_tar(cls, data: bytes) -> Snapshot:
+        """The tree of a tar (coderun.sandbox.trees); ValueError when it is over LIMIT bytes or holds
+        something else than files, folders and links."""
+        snap, size, now = cls(), 0, time.time_ns() if hasattr(time, "time_ns") else int(time.time() * 1e9)
+        snap.dirs.append(("", 0o40755, now, now))
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            for m in tar.getmembers():
+                rel, mtime = os.path.normpath(m.name), int(round(m.mtime * 1e6)) * 1000  # a tar keeps microseconds
+                if m.issym():
+                    snap.links.append((rel, m.linkname))
+                elif m.isdir():
+                    snap.dirs.append((rel, stat.S_IFDIR | m.mode, mtime, mtime))
+                elif m.isfile() or m.islnk():
+                    size += m.size
                     if size > cls.LIMIT:
-                        return None
-                    with open(path, "rb") as f:
-                        snap.files.append((rel, f.read(), st.st_mode, st.st_atime_ns, st.st_mtime_ns))
+                        raise ValueError(f"the project tree is over {cls.LIMIT >> 20} MiB")
+                    body = tar.extractfile(m).read()
+                    snap.files.append((rel, body, stat.S_IFREG | m.mode, mtime, mtime))
                 else:
-                    return None
+                    raise ValueError(f"{rel}: neither a file, a folder nor a link")
         return snap
+
+    def text(self, rel: str) -> bytes | None:
+        return next((data for r, data, *_ in self.files if r == rel), None)
 
     def write(self, dest: str) -> None:
         for rel, *_ in self.dirs:
@@ -237,20 +240,35 @@ class SampleFolders:
     """The worker's sample folder (scratch/s: `home`, `tmp` and the `project` copy) and what a copy of
     the pristine tree is made from: the snapshot, the kept bytecode, the pristine files' hashes."""
 
-    def __init__(self, source: str, scratch: str):
-        self.source, self.scratch = source, scratch
+    def __init__(self, scratch: str):
+        self.scratch = scratch
         self.bytecode: dict[str, bytes] = {}      # relative .pyc path -> content, from priming runs
-        self.snapshot: Snapshot | None = None     # the pristine tree in memory (None: too big)
+        self.snapshot: Snapshot | None = None     # the pristine tree in memory
         self.known: dict[str, tuple[bytes, str]] = {}  # relative path -> pristine bytes and sha256
         self.folder: Folder | None = None         # the sample folder, when pristine and kept for the next
 
-    def load(self) -> dict[str, str]:
-        """Take the pristine tree into memory; returns its hashes."""
-        self.snapshot = Snapshot.take(self.source)
-        pristine = hashes(self.source)
-        if self.snapshot is not None:
-            self.known = {rel: (data, pristine[rel]) for rel, data, *_ in self.snapshot.files if rel in pristine}
+    def load(self, tree: bytes) -> dict[str, str]:
+        """Take the pristine tree (a tar) into memory; returns its hashes, as the hasher lists a copy."""
+        self.snapshot = Snapshot.from_tar(tree)
+        _base, project = self.pristine()
+        pristine = hashes(project)
+        self.known = {rel: (data, pristine[rel]) for rel, data, *_ in self.snapshot.files if rel in pristine}
         return pristine
+
+    def forget(self, relfile: str) -> None:
+        """Drop every copy of `relfile`'s pristine bytes and bytecode this process holds: called first in a
+        sample's child (and in a template, for its task's file), so nothing of the original the sample
+        replaces is in the memory the sample's code runs in. Copies made here then hold an empty file in its
+        place until the sample's is written."""
+        files = self.snapshot.files if self.snapshot is not None else []
+        for i, entry in enumerate(files):
+            if entry[0] == relfile:
+                files[i] = (relfile, b"", *entry[2:])
+        self.known.pop(relfile, None)
+        for rel in [r for r in self.bytecode if pyc_source(r) == relfile]:
+            del self.bytecode[rel]
+        if self.folder is not None and os.path.join("project", relfile) in self.folder.files:
+            self.folder.files[os.path.join("project", relfile)] = b""
 
     def pristine(self) -> tuple[str, str]:
         """The sample's folder, emptied, with the pristine tree and all the kept bytecode in it."""
@@ -264,11 +282,10 @@ class SampleFolders:
         if self.folder is not None:
             return self.folder.base, os.path.join(self.folder.base, "project")
         base, project = self.pristine()
-        if self.snapshot is not None:
-            files = {os.path.join("project", rel): data for rel, data, *_ in self.snapshot.files}
-            files.update((os.path.join("project", rel), data) for rel, data in self.bytecode.items())
-            links = {os.path.join("project", rel): target for rel, target in self.snapshot.links}
-            self.folder = Folder(base, files, links)
+        files = {os.path.join("project", rel): data for rel, data, *_ in self.snapshot.files}
+        files.update((os.path.join("project", rel), data) for rel, data in self.bytecode.items())
+        links = {os.path.join("project", rel): target for rel, target in self.snapshot.links}
+        self.folder = Folder(base, files, links)
         return base, project
 
     def fresh(self) -> tuple[str, str]:
@@ -282,10 +299,7 @@ class SampleFolders:
 
     def copy_pristine(self, project: str) -> None:
         """The pristine tree, plus the kept bytecode."""
-        if self.snapshot is not None:
-            self.snapshot.write(project)
-        else:
-            shutil.copytree(self.source, project, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+        self.snapshot.write(project)
         for rel, data in self.bytecode.items():
             path = os.path.join(project, rel)
             os.makedirs(os.path.dirname(path), exist_ok=True)

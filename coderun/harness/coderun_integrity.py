@@ -21,7 +21,7 @@ import types
 import unittest  # noqa: F401  (so unittest's classes are there to be watched)
 
 _FAMILIES = ("pytest", "_pytest", "pluggy", "unittest", "coderun_reporter", "coderun_integrity", "coderun_values",
-             "coderun_differential", "coderun_mutants")
+             "coderun_differential", "coderun_mutants", "coderun_testcode")
 _SYS_NAMES = ("modules", "exc_info", "_getframe", "exit", "meta_path", "path_hooks", "settrace", "gettrace",
               "setprofile", "getrecursionlimit")
 # Module globals that pytest itself sets while a test runs (the assertion plugin's per-test hooks): their

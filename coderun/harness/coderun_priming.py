@@ -24,6 +24,7 @@ import warnings
 from typing import TYPE_CHECKING
 
 import coderun_protocol as protocol
+import coderun_testcode as testcode
 import pytest
 from coderun_children import fork_and_wait, new_cgroup
 from coderun_folders import pycs, rmtree
@@ -61,8 +62,11 @@ def prime(w: SampleServer, req: dict) -> float:
         answer = fork_and_wait(w, job, base, project)
         if answer["returncode"] == 0 and not answer["timed_out"]:
             w.folders.bytecode.update(pycs(project))
-            for f in files if w.statements else ():
-                w.statements.remember(os.path.join(w.source, f))
+            for f in files:
+                text = w.folders.snapshot.text(f)
+                if w.statements and text is not None:
+                    w.statements.remember_bytes(os.path.join(project, f), text)
+            precompile_tests(w, files, project)
             found = protocol.priming_reports(answer["report"])
             if found:
                 preimport(w, found[-1]["prime"], found[-1]["rewrite"], req, base, project)
@@ -70,6 +74,16 @@ def prime(w: SampleServer, req: dict) -> float:
     finally:
         w.finish(base, job)
     return time.monotonic() - t0
+
+
+def precompile_tests(w: SampleServer, files: list[str], project: str) -> None:
+    """The test code the reporter compares with its files (coderun_testcode), compiled once here for every
+    sample: the test files, the other modules of their folders and the conftest files."""
+    folders = {os.path.dirname(f) for f in files}
+    for rel, data, *_ in w.folders.snapshot.files:
+        if rel.endswith(".py") and (os.path.dirname(rel) in folders or os.path.basename(rel) == "conftest.py"):
+            with contextlib.suppress(Exception):  # a file that does not compile is compiled (and fails) later
+                testcode.precompile(os.path.realpath(os.path.join(project, rel)), data)
 
 
 def preimport(w: SampleServer, names: list[str], rewrite: list[str], req: dict, base: str, project: str) -> None:

@@ -1,6 +1,6 @@
 """The messages that cross the worker's pipes, defined once for both sides: JSON objects, one a line.
 
-    host -> worker        run request                     (run_request)
+    host -> worker        the pristine tree (tree_header, then its bytes), then run requests  (run_request)
     worker -> host        hello, then a result or an error per request   (hello, result, error)
     worker -> template    the same run requests, relayed; the template's result lines go back unchanged
     template -> worker    first line: ready, or not ready and why         (ready, not_ready)
@@ -35,6 +35,26 @@ def decode(line: bytes | str) -> dict:
 
 
 # -- host -> worker -----------------------------------------------------------------------------------
+
+TREE = "tree"
+
+
+def tree_header(size: int) -> dict:
+    """The first message: the pristine tree follows as `size` raw bytes (an uncompressed tar), the only way
+    the worker gets it: no copy of it is anywhere a sample's process can read."""
+    return {"kind": TREE, "size": size}
+
+
+def read_tree(stream) -> bytes:
+    """The worker's side: the tree message and its bytes, from the binary stream of its stdin."""
+    header = decode(stream.readline() or b"{}")
+    if header.get("kind") != TREE:
+        raise ValueError(f"expected the project tree first, got {str(header)[:200]}")
+    data = stream.read(int(header["size"]))
+    if len(data) != int(header["size"]):
+        raise ValueError(f"the project tree ended after {len(data)} of {header['size']} bytes")
+    return data
+
 
 def run_request(token: str, relfile: str, source: str, nodeids: list[str], timeout: float,
                 per_test_timeout: float, env: dict[str, str], args: list[str], output_limit: int,

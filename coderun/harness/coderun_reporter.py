@@ -39,6 +39,7 @@ import time
 import _pytest.outcomes as _pytest_outcomes
 import coderun_differential as differential
 import coderun_integrity as integrity
+import coderun_testcode as testcode
 import pytest
 
 _TOKEN, _TIMEOUT, _ROOT, _FD, _STDERR = "", 0.0, "", -1, None
@@ -124,10 +125,12 @@ _REPLACED_CODES = {"_pytest": "pytest_replaced", "pytest": "pytest_replaced", "p
                    "unittest": "unittest_replaced", "coderun_reporter": "reporter_replaced",
                    "coderun_integrity": "reporter_replaced", "coderun_values": "reporter_replaced",
                    "coderun_differential": "reporter_replaced", "coderun_mutants": "reporter_replaced",
+                   "coderun_testcode": "reporter_replaced",
                    "builtins": "runtime_replaced",
                    "sys": "runtime_replaced"}
 _PLUGINS_CODE = "plugin_registered_during_tests"
 _FORGED_CODE = "outcome_forged"
+_TESTS_CODE = "tests_changed"
 _MESSAGES = {
     "replaced": "{name} was replaced ({where})",
     "added": "{name} was added ({where})",
@@ -137,6 +140,7 @@ _MESSAGES = {
     "plugins": "pytest plugins registered during the tests ({where}): {names}",
     "forged": "{nodeid} ({when}): the call raised {error} but its report says {outcome}",
     "timeout": "Timeout: test exceeded {seconds} s (coderun per-test timeout)",
+    "tests": "{what} ({where})",
 }
 
 
@@ -151,6 +155,8 @@ def _check_tampering(config, where: str) -> None:
         else:
             _emit("tamper", code=_REPLACED_CODES[name.partition(".")[0]],
                   what=_MESSAGES[change].format(name=name, where=where))
+    for what in testcode.changes() if _state.get("tests_taken") else ():
+        _emit("tamper", code=_TESTS_CODE, what=_MESSAGES["tests"].format(what=what, where=where))
     after = _state.get("plugins_after_collection")
     if after is not None:
         current = {id(p) for p in config.pluginmanager.get_plugins()}
@@ -176,6 +182,8 @@ def pytest_configure(config):
 def pytest_addoption(parser):
     parser.addoption("--coderun-keep", action="append", default=None, metavar="NODEID",
                      help="run only these node ids (repeatable); the others collected are deselected")
+    parser.addoption("--coderun-sample", default="", metavar="FILE",
+                     help="the file holding the sample's code (relative to the root): not test code")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -205,16 +213,37 @@ def _wanted_names(collector) -> set[str] | None:
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(session, config, items):
     """Select the wanted node ids after collection: an id that does not collect (tests generated from the
-    import state, say) is then only missing, instead of aborting the whole run as a bad argument would."""
+    import state, say) is then only missing, instead of aborting the whole run as a bad argument would.
+    A wanted id may be a test's position key (see position_key): the test is then reported under it."""
     keep = config.getoption("coderun_keep")
     if not keep:
         return
     wanted = set(keep)
-    selected = [item for item in items if item.nodeid in wanted]
-    deselected = [item for item in items if item.nodeid not in wanted]
+    selected, deselected = [], []
+    for item in items:
+        key = item.nodeid if item.nodeid in wanted else position_key(item)
+        if key in wanted:
+            _report_ids[item.nodeid] = key
+            selected.append(item)
+        else:
+            deselected.append(item)
     if deselected:
         config.hook.pytest_deselected(items=deselected)
     items[:] = selected
+
+
+_report_ids: dict[str, str] = {}   # node id -> the id the host asked for (a position key, or the node id)
+
+
+def position_key(item):
+    """A parametrized test by what does not change between runs: `FILE::NAME[#i-j]`, the positions of its
+    parameters (an id made of an object's repr or the time is another in every run). None otherwise.
+    tasks/coverage_map's plugin makes the same keys."""
+    indices = getattr(getattr(item, "callspec", None), "indices", None)
+    if not indices or not item.nodeid.endswith(item.name):
+        return None
+    base = item.nodeid[:len(item.nodeid) - len(item.name)] + item.name.split("[", 1)[0]
+    return f"{base}[#{'-'.join(str(i) for i in indices.values())}]"
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -224,6 +253,7 @@ def pytest_sessionstart(session):
     every plugin's sessionstart has run too. A sample's code runs this early only from a conftest the
     project loads first."""
     _state["plugins_before_session"] = {id(p) for p in session.config.pluginmanager.get_plugins()}
+    testcode.read_sources(_test_sources(session.config))
     yield
     integrity.take()
     _state["channel"] = (_FD, _TOKEN)
@@ -243,12 +273,24 @@ def pytest_collection_finish(session):
     before = _state["plugins_before_session"]
     added = [{"name": str(pm.get_name(p)), "module": _module_of(p), "file": str(getattr(p, "__file__", "") or "")}
              for p in plugins if id(p) not in before and not _is_pytest_own(p)]
-    _emit("collected", nodeids=[item.nodeid for item in session.items], plugins=added)
+    _emit("collected", nodeids=[_report_ids.get(item.nodeid, item.nodeid) for item in session.items],
+          plugins=added)
+    for what in testcode.take(list(session.items), _ROOT, session.config.getoption("coderun_sample")):
+        _emit("tamper", code=_TESTS_CODE, what=_MESSAGES["tests"].format(what=what, where="when collection ended"))
+    _state["tests_taken"] = True
+
+
+def _test_sources(config) -> list[str]:
+    """The test files the kept node ids name and the conftest files loaded: their text as the session starts."""
+    files = {os.path.join(_ROOT, k.split("::", 1)[0]) for k in config.getoption("coderun_keep") or ()}
+    files |= {str(getattr(m, "__file__", "")) for n, m in list(sys.modules.items())
+              if n.rpartition(".")[2] == "conftest" and str(getattr(m, "__file__", "")).startswith(_ROOT)}
+    return sorted(os.path.realpath(f) for f in files if f)
 
 
 def pytest_runtest_logstart(nodeid, location):
     _phases[nodeid] = {}
-    _emit("begin", nodeid=nodeid)
+    _emit("begin", nodeid=_report_ids.get(nodeid, nodeid))
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -345,7 +387,11 @@ def _caused_by_timeout(exc) -> bool:
 
 
 def pytest_runtest_logreport(report):
-    _phases.setdefault(report.nodeid, {})[report.when] = report
+    phases = _phases.setdefault(report.nodeid, {})
+    # A phase reports once, but with subtests (pytest 9's, or pytest-subtests) each subtest reports its call
+    # before the test's own report, which says passed although a unittest subTest failed: a failure stays.
+    if getattr(phases.get(report.when), "outcome", None) != "failed":
+        phases[report.when] = report
 
 
 def pytest_runtest_logfinish(nodeid, location):
@@ -354,7 +400,7 @@ def pytest_runtest_logfinish(nodeid, location):
     phases = _phases.pop(nodeid, {})
     outcome, message, duration = _merge(phases)
     _ran[outcome] = _ran.get(outcome, 0) + 1
-    _emit("test", nodeid=nodeid, outcome=outcome, duration=duration, message=message,
+    _emit("test", nodeid=_report_ids.get(nodeid, nodeid), outcome=outcome, duration=duration, message=message,
           timeout=nodeid in _timed_out, at=time.time())
 
 
@@ -365,7 +411,7 @@ def pytest_sessionfinish(session, exitstatus):
     if _DIFF is not None:
         _differential(session)
     _check_tampering(session.config, "at the end of the session")
-    _emit("finish", exitstatus=int(exitstatus), integrity=dict(integrity.cost))
+    _emit("finish", exitstatus=int(exitstatus), integrity={**integrity.cost, **testcode.cost})
 
 
 def _differential(session) -> None:

@@ -8,6 +8,7 @@ import ast
 import bisect
 import contextlib
 import hashlib
+import io
 import os
 import re
 import stat
@@ -96,20 +97,32 @@ class Statements:
         """Keep `path`'s statement starts, under the text pytest makes of it (lines, right-stripped)."""
         if path in self.tried or len(self.tried) >= self.MAX_FILES:
             return
-        self.tried.add(path)
         with contextlib.suppress(Exception):
             st = os.stat(path)
             if stat.S_ISREG(st.st_mode) and st.st_size <= self.MAX_BYTES:
-                with tokenize.open(path) as f:
-                    self.tree("\n".join(line.rstrip() for line in f.readlines()))
+                with open(path, "rb") as f:
+                    self.remember_bytes(path, f.read())
+        self.tried.add(path)
 
-    def learn(self, output: str, project: str, pristine: str, installed: tuple[str, ...]) -> None:
-        """Remember the files of the frames a traceback in `output` showed: the project's (read from the
-        pristine tree, never from a sample's copy) and installed modules'."""
+    def remember_bytes(self, key: str, data: bytes) -> None:
+        """Keep the statement starts of a file's bytes (`key`: the path it is remembered under)."""
+        if key in self.tried or len(self.tried) >= self.MAX_FILES or len(data) > self.MAX_BYTES:
+            return
+        self.tried.add(key)
+        with contextlib.suppress(Exception):
+            lines = io.TextIOWrapper(io.BytesIO(data), tokenize.detect_encoding(io.BytesIO(data).readline)[0])
+            self.tree("\n".join(line.rstrip() for line in lines.readlines()))
+
+    def learn(self, output: str, project: str, pristine: Callable[[str], bytes | None],
+              installed: tuple[str, ...]) -> None:
+        """Remember the files of the frames a traceback in `output` showed: the project's (their pristine
+        bytes, never a sample's copy) and installed modules'."""
         for path in dict.fromkeys(m.group(1) for m in self.FRAME.finditer(output, 0, 1 << 20)):
             full = os.path.normpath(os.path.join(project, path))
             if full.startswith(project + os.sep):
-                self.remember(os.path.join(pristine, os.path.relpath(full, project)))
+                data = pristine(os.path.relpath(full, project))
+                if data is not None:
+                    self.remember_bytes(full, data)
             elif full.startswith(installed):
                 self.remember(full)
 

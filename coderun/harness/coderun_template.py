@@ -103,6 +103,9 @@ def become_template(w: SampleServer, req: dict, cmd_fd: int, answer_fd: int) -> 
     sample's child, with pytest's exit code; the template itself ends inside the pause."""
     w.proto_in, w.proto_out = os.fdopen(cmd_fd, "rb"), answer_fd
     w.spare, w.paused = {os.getppid()}, True
+    w.folders.forget(req["relfile"])  # the task's file: its samples' children are forked from here
+    req.pop("source", None)  # nor the first sample's code (this frame lives as long as the template)
+    req.pop("files", None)
     gc.freeze()  # see coderun_child._isolate
     base, project = w.folders.pristine()
     output = ConfigOutput()

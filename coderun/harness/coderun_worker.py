@@ -8,14 +8,16 @@ its sibling files of coderun/harness (all shipped into the sandbox's harness fol
 One process plays three roles, each in its own file:
 - the worker (this file, SampleServer): started once, it imports pytest (the expensive part of a fresh
   `python -m pytest`), makes itself non-dumpable (a child of the same user can then neither ptrace it nor
-  open its /proc files), primes (coderun_priming) and answers `hello` with the sha256 of every file of
-  the pristine tree (coderun_hashes). For each request it primes the request's new test files, puts the
+  open its /proc files), reads the pristine tree from its stdin (a tar the host sends: no copy of the tree
+  is anywhere its children can read), primes (coderun_priming) and answers `hello` with the sha256 of every
+  file of the pristine tree (coderun_hashes). For each request it primes the request's new test files, puts the
   spliced file in its private sample folder (coderun_folders: the pristine tree with the kept `.pyc`
   files, a real copy, at the same path for every sample of this worker, so the code objects in the kept
   files name the files a fresh compile would; written from memory for the first sample and put back
   after each), forks a child and watches it (coderun_children), and answers with exit code, timeout,
   capped stdout / stderr, the reporter's raw lines and the hashes;
-- the child (coderun_child): starts a new session, closes the protocol channel, points fd 0 at /dev/null
+- the child (coderun_child): first drops every copy of the pristine file the sample replaces (its bytes and
+  bytecode: coderun_folders.SampleFolders.forget), starts a new session, closes the protocol channel, points fd 0 at /dev/null
   and fds 1, 2 and the reporter's channel at pipes the worker reads, applies resource limits, scrubs the
   environment, rebuilds `sys.path` as `python -m pytest` with PYTHONPATH would (coderun_pytest_run), and
   runs `pytest.main` on the requested node ids; then shuts down as an interpreter would (non-daemon
@@ -56,13 +58,12 @@ class SampleServer:
 
     def __init__(self, cfg: dict):
         self.cfg = cfg
-        self.source = cfg["source"]
         self.scratch = cfg["scratch"]
         self.marker = cfg["marker"]               # NAME=VALUE in this worker's own environment
         self.base_path = [p for p in sys.path[1:]]  # sys.path without this script's folder
         self.primed: set[str] = set()             # test files whose collection was primed
         self.leftovers: list[tuple[str, dict]] = []  # a finished sample's folder and request, to clean
-        self.folders = SampleFolders(self.source, self.scratch)
+        self.folders = SampleFolders(self.scratch)
         self.templates = Templates(self)          # (worker) the paused copy of the current task
         self.paused = False                       # (template) True: a child goes back into pytest
         self.spare: set[int] = set()              # (template) never swept: the worker
@@ -87,10 +88,12 @@ class SampleServer:
 
     def serve(self) -> None:
         set_dumpable(0)
+        tree = protocol.read_tree(self.proto_in)
         warm_up(self)
         if not self.statements.install():
             self.statements = None
-        pristine = self.folders.load()
+        pristine = self.folders.load(tree)
+        del tree
         self.send(protocol.hello(pytest.__version__, pristine))
         try:
             self.answer_all(delegate=True)
@@ -101,6 +104,7 @@ class SampleServer:
         """Answer every request on the protocol channel (the template's, too: its channel is the worker)."""
         for line in self.proto_in:
             req = protocol.decode(line)
+            del line  # a template is forked below this frame: it keeps no copy of the first sample's code
             try:
                 answer = self.templates.delegate(req) if delegate else None
                 if answer is None:
@@ -152,7 +156,7 @@ class SampleServer:
         """Keep the statement starts of the files in a sample's tracebacks, for the next samples (the
         template's children, or the worker's and the templates it starts later)."""
         if self.statements is not None:
-            self.statements.learn(stdout, project, self.source, self.installed)
+            self.statements.learn(stdout, project, self.folders.snapshot.text, self.installed)
 
 
 if __name__ == "__main__":

@@ -153,6 +153,8 @@ class Discovery(_Strict):
                                "non-test files)")
     exclude: list[str] = Field(default_factory=list, description="file globs to skip")
     limit: int | None = Field(None, ge=0, description="at most this many discovered tasks")
+    undocumented: bool = Field(False, description="also functions without an English docstring (their prompt "
+                               "has the signature and context only); CoderEval keeps documented ones only")
 
 
 class TaskRules(_Strict):

@@ -128,18 +128,8 @@ class SourceFile:
     def header_end(self, node: DefNode) -> int:
         """Last line of the `def ...:` / `class ...:` header: the line of the colon that ends it."""
         text = "\n".join(self.lines[node.lineno - 1: node.body[0].lineno]) + "\n"
-        depth = 0
-        try:
-            for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-                if tok.type == tokenize.OP and tok.string in "([{":
-                    depth += 1
-                elif tok.type == tokenize.OP and tok.string in ")]}":
-                    depth -= 1
-                elif tok.type == tokenize.OP and tok.string == ":" and depth == 0:
-                    return node.lineno + tok.start[0] - 1
-        except (tokenize.TokenError, SyntaxError):
-            pass
-        return node.lineno
+        colon = header_colon(text)
+        return node.lineno + colon[0] - 1 if colon is not None else node.lineno
 
     def stub(self, node: DefNode, indent: str = "", skip: str | None = None) -> str:
         """The definition without its body; a class keeps its attributes and its methods' stubs."""
@@ -198,3 +188,20 @@ def _bound_names(node: ast.stmt) -> list[str]:
     if isinstance(node, ast.AnnAssign | ast.AugAssign) and isinstance(node.target, ast.Name):
         return [node.target.id]
     return []
+
+
+def header_colon(text: str) -> tuple[int, int] | None:
+    """Where the colon ending the `def ...:` / `class ...:` header that `text` starts with is: (1-based row,
+    column just past it); None when the text ends (or stops tokenizing) before it."""
+    depth = 0
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.OP and tok.string in "([{":
+                depth += 1
+            elif tok.type == tokenize.OP and tok.string in ")]}":
+                depth -= 1
+            elif tok.type == tokenize.OP and tok.string == ":" and depth == 0:
+                return tok.end
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return None
+    return None

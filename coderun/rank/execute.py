@@ -27,7 +27,7 @@ from pathlib import Path
 from coderun.config import Settings
 from coderun.envs.testrun import test_env
 from coderun.errors import SandboxError
-from coderun.evaluation.evaluate import RunProject, run_projects, task_slug
+from coderun.evaluation.evaluate import RunProject, run_isolation, run_projects, task_slug
 from coderun.evaluation.ranking import ExecStatus, Execution, GeneratedTests, RankTests
 from coderun.evaluation.store import RunStore
 from coderun.rank.generate import generated_file, generated_path
@@ -67,7 +67,8 @@ def run_jobs(jobs: list[Job], store: RunStore, settings: Settings, *, slots: int
         return []
     config = store.info().eval_config()
     tasks = {j.task.task_id: j.task for j in jobs}
-    projects = run_projects(sorted({j.task.project for j in jobs}), config, settings, tasks)
+    projects = run_projects(sorted({j.task.project for j in jobs}), config, settings, tasks,
+                            run_isolation(store, config))
     jobs = sorted(jobs, key=lambda j: (j.task.project, j.task.task_id, j.hash))  # a worker stays on a project
     out = []
     with make_pool(config.executor, config.backend, {n: p.spec for n, p in projects.items()}, slots) as pool, \
@@ -84,7 +85,8 @@ def run_jobs(jobs: list[Job], store: RunStore, settings: Settings, *, slots: int
 def _execute(job: Job, pool: Pool, project: RunProject, run_dir: Path) -> Execution:
     started = time.monotonic()
     original = (project.tree / job.task.file).read_text(encoding="utf-8")
-    spliced = splice(original, job.task.qualname, job.code, lineno=job.task.lineno)
+    spliced = splice(original, job.task.qualname, job.code, lineno=job.task.lineno,
+                     keep_docstring=bool(job.task.own_doctests()))
     if not spliced.ok or spliced.new_source is None:
         return _done(job, ExecStatus.UNSPLICEABLE, started, note=spliced.message or "does not splice")
     log = run_dir / "rank" / "logs" / task_slug(job.task.task_id) / f"{job.tests.value}-{job.hash[:12]}.log"

@@ -24,8 +24,11 @@ from coderun.report.flags import sample_flags
 from coderun.report.metrics import (
     CONTEXT_KINDS,
     UnderK,
+    acc_code,
     aggregate_acc_at_k,
     aggregate_pass_at_k,
+    body_context,
+    module_package,
     per_task_pass_at_k,
     task_token_hits,
 )
@@ -110,6 +113,7 @@ class TaskRow(Model):
     supplementary: bool = False  # its tests include ones written for the benchmark (tests.supplementary)
     pass_stub_passes: bool = False  # its tests pass with the body replaced by `pass` (weak on return values)
     network_tests: list[str] = Field(default_factory=list)  # its tests that tried to reach the network
+    flags: list[str] = Field(default_factory=list)  # Task.flags: weak, trivial:NAMES, network, supplementary
     top_ranked: dict[str, int] = Field(default_factory=dict)  # `coderun rank --tests T`: T -> its pick's index
 
 
@@ -230,13 +234,23 @@ def _plus(ids: list[str], tasks: dict[str, RunTask], by_task: dict[str, list[Res
 
 def _acc(ids: list[str], tasks: dict[str, RunTask], codes: dict[str, list[str]], ks: Sequence[int],
          under_k: UnderK) -> dict[str, AccStats] | None:
-    hits = {t: (len(codes[t]), task_token_hits(tasks[t].oracle_context, codes[t]))
+    hits = {t: (len(codes[t]), _token_hits(tasks[t], codes[t]))
             for t in ids if tasks[t].oracle_context is not None and codes[t]}
     if not hits:
         return None
     table = aggregate_acc_at_k(hits, ks, under_k)
     return {str(k): AccStats(overall=a.overall, tokens=a.tokens, tasks=a.tasks,
                              **{kind: a.kinds[kind] for kind in CONTEXT_KINDS}) for k, a in table.items()}
+
+
+def _token_hits(task: RunTask, codes: list[str]) -> dict[str, list[tuple[str, int]]]:
+    """The task's Acc@k hits: the tokens its original's body uses, in what each sample wrote (report.metrics);
+    a task without its original (an imported run) counts its whole oracle context in the samples' code."""
+    if task.task is None:
+        return task_token_hits(task.oracle_context, codes)
+    name, file = task.task.name, task.task.file
+    expected = body_context(task.oracle_context, task.task.source, name, file)
+    return task_token_hits(expected, [acc_code(code, name) for code in codes], module_package(file))
 
 
 class _Static(Model):
@@ -274,7 +288,8 @@ def _task_row(task: RunTask, results: list[Result], ks: Sequence[int], under_k: 
                    pass_at_k={str(k): v.value for k, v in table.items()}, samples=samples,
                    supplementary=task.task is not None and task.task.supplementary,
                    pass_stub_passes=task.task is not None and task.task.pass_stub_passes,
-                   network_tests=[a.nodeid for a in task.task.network_tests] if task.task is not None else [])
+                   network_tests=[a.nodeid for a in task.task.network_tests] if task.task is not None else [],
+                   flags=task.task.flags() if task.task is not None else [])
 
 
 # ----------------------------------------------------------------------------------- comparisons

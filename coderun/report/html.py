@@ -281,8 +281,9 @@ def _marks(t: TaskRow) -> list[tuple[str, str]]:
     out = []
     if t.supplementary:
         out.append(("supplementary", "tested by tests written for this benchmark"))
-    if t.pass_stub_passes:
-        out.append(("weak", "its tests pass with the body replaced by `pass`"))
+    if t.pass_stub_passes or "weak" in t.flags:
+        out.append(("weak", "its tests pass with the body replaced by `pass` or `raise`"))
+    out += [(f, "its tests pass with these bodies that do no work") for f in t.flags if f.startswith("trivial:")]
     if t.network_tests:
         out.append(("env-dependent", "tests that tried to reach the network: " + ", ".join(t.network_tests)))
     return out
@@ -304,6 +305,8 @@ def _environment_section(r: RunReport, several: bool) -> list[str]:
     c = env.coderun
     out.append(f'<p class="meta">coderun {_e(c.coderun)} on Python {_e(c.python)} ({_e(c.implementation)}, '
                f"{_e(c.platform)}); <code>{ENVIRONMENT_FILE}</code> in the run folder lists the same versions</p>")
+    if env.isolation:
+        out.append(f'<p class="meta">isolation of the samples: <b>{_e(env.isolation)}</b> ({_e(env.isolation_note)})</p>')
     if c.missing:
         out.append('<p class="note">Required by coderun but not installed: '
                    + ", ".join(f"<code>{_e(m)}</code>" for m in c.missing) + "</p>")

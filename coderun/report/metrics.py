@@ -23,21 +23,33 @@ Acc@k (CoderEval §5.2.1)
     For n samples of which m contain a token, the chance that one of k random samples contains it is
     pass_at_k(n, m, k), so Acc@k uses the same unbiased estimator and the same `UnderK` policies.
     A sample "contains" a token when the token appears as an identifier of the sample's code (Python
-    tokens, so words inside strings and comments do not count); a dotted token (`os.path.join`) must appear
-    as that attribute chain, and a token `self.x` / `cls.x` also matches the bare attribute access.
+    tokens, so words inside strings and comments do not count, but the expressions of f-strings do); a
+    dotted token (`os.path.join`) must appear as that attribute chain (or as an import of its last name
+    from the rest, `from os.path import join`), `super().x` as such, and a token `self.x` / `cls.x` also
+    matches the attribute `x` of another object (`obj.x`, not a bare name `x`).
+    The code read is what the model wrote: the target's body, its docstring aside, and whatever else the
+    sample defines, never the target's header (decorators and signature), which the prompt gives
+    (`acc_code`). The tokens expected are the oracle context's that the original's body uses, read the same
+    way (`body_context`): CoderEval's oracle context is "the information that the original function body
+    actually depends on". So the original scores 100% and a body that only raises 0%, but for the
+    `NotImplementedError` of an original that raises it too.
 """
 
 from __future__ import annotations
 
+import ast
 import io
 import math
 import re
+import textwrap
 import tokenize
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
 from coderun.errors import UsageError
+from coderun.prompts.source import header_colon
 from coderun.records import ContextSet
 
 CONTEXT_KINDS = ("classes", "apis", "vars")
@@ -129,23 +141,122 @@ def parse_ks(text: str) -> list[int]:
 _NAME_CHAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\s*\.\s*[A-Za-z_][A-Za-z0-9_]*)*")
 
 
-def code_identifiers(code: str) -> frozenset[str]:
-    """Identifiers and attribute chains (with all their suffixes and prefixes) used in `code`.
+def code_identifiers(code: str, package: str = "") -> frozenset[str]:
+    """Identifiers and attribute chains (with all their suffixes and prefixes) used in `code`; an attribute
+    chain's parts after the first also as `.x` (an attribute access, for `token_hit`'s `self.x`).
 
     Strings and comments are not code; Python's tokenizer separates them. Code that does not tokenize
     (a truncated sample) falls back to a regex over the text with string literals and comments removed
-    as far as a line-by-line scan can tell.
+    as far as a line-by-line scan can tell. Code that parses adds what the tokenizer does not see as chains
+    (tokens_from_tree): f-strings' expressions, `super().x`, `module.name` of `from module import name`
+    (`package`, the dotted package of the code's file, resolves a relative import's module).
     """
     chains = _chains_from_tokens(code)
     if chains is None:
         chains = [re.sub(r"\s+", "", m.group(0)) for m in _NAME_CHAIN.finditer(_strip_strings(code))]
     out: set[str] = set()
-    for chain in chains:
+    for chain in [*chains, *_chains_from_tree(code, package)]:
         parts = chain.split(".")
         for i in range(len(parts)):
             for j in range(i + 1, len(parts) + 1):
                 out.add(".".join(parts[i:j]))
+                if i:
+                    out.add("." + ".".join(parts[i:j]))
     return frozenset(out)
+
+
+def _chains_from_tree(code: str, package: str) -> list[str]:
+    tree = _parse(code)
+    if tree is None:
+        return []
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            module = _absolute(node.module or "", node.level, package)
+            out += [f"{module}.{a.name}" for a in node.names if a.name != "*" and module]
+        elif isinstance(node, ast.Attribute | ast.Name) and not isinstance(getattr(node, "_parent", None),
+                                                                             ast.Attribute):
+            chain = _chain(node)
+            out += [chain] if chain else []
+        for child in ast.iter_child_nodes(node):
+            child._parent = node  # type: ignore[attr-defined]
+    return out
+
+
+def _absolute(module: str, level: int, package: str) -> str:
+    """The module a `from` import names, a relative one resolved against `package` ("" when it cannot be)."""
+    if not level:
+        return module
+    parts = package.split(".") if package else []
+    if level - 1 > len(parts) or not package:
+        return ""
+    return ".".join([*parts[:len(parts) - (level - 1)], *([module] if module else [])])
+
+
+def module_package(file: str) -> str:
+    """The dotted package of a project file (`pkg/sub/mod.py` and `pkg/sub/__init__.py`: `pkg.sub`); a
+    layout's own prefix (`src.`) stays, matched as a suffix like any chain."""
+    return ".".join(file.split("/")[:-1])
+
+
+def _chain(node: ast.expr) -> str | None:
+    """`a.b.c`, or `super().x`, for a Name / Attribute expression (None for other bases)."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = node.value
+        if isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and base.func.id == "super":
+            return f"super().{node.attr}"
+        head = _chain(base)
+        return f"{head}.{node.attr}" if head else node.attr
+    return None
+
+
+def _parse(code: str) -> ast.Module | None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            return ast.parse(code)
+        except (SyntaxError, ValueError):
+            return None
+
+
+def acc_code(code: str, name: str) -> str:
+    """The code Acc@k reads of a sample (or of the original) for the function `name`: all of it but the header
+    of the first definition of `name` (its decorators and signature, the prompt's), replaced by `if 1:`; read
+    whole when no header of `name` is found. Code that does not parse (a truncated sample) is cut the same way."""
+    code = textwrap.dedent(code)   # a method's source as the file has it
+    found = re.search(rf"^[ \t]*((?:async[ \t]+)?def[ \t]+{re.escape(name)}\b)", code, re.MULTILINE)
+    if found is None:
+        return code
+    end = _header_end(code, found.start(1))
+    if end is None:
+        return code
+    start = found.start(1)
+    line_start = code.rfind("\n", 0, start) + 1
+    while line_start > 0:   # decorator lines right above the def
+        above = code.rfind("\n", 0, line_start - 1) + 1
+        if not code[above:line_start].lstrip().startswith("@"):
+            break
+        start, line_start = above + len(code[above:line_start]) - len(code[above:line_start].lstrip()), above
+    return code[:start] + "if 1:" + code[end:]
+
+
+def _header_end(code: str, at: int) -> int | None:
+    """The offset just past the colon that ends the signature starting at `at` (None: none before the code ends)."""
+    text = code[at:]
+    colon = header_colon(text)
+    if colon is None:
+        return None
+    row, col = colon
+    return at + sum(len(line) for line in text.splitlines(keepends=True)[:row - 1]) + col
+
+
+def body_context(context: ContextSet, source: str, name: str, file: str = "") -> ContextSet:
+    """The tokens of `context` (the analyzer's oracle context of a function) that its body uses (read by
+    acc_code from `source`, the function's own code, in `file`): the ones Acc@k expects of a sample."""
+    ids = code_identifiers(acc_code(source, name), module_package(file))
+    return ContextSet(**{kind: [t for t in getattr(context, kind) if token_hit(t, ids)] for kind in CONTEXT_KINDS})
 
 
 def _chains_from_tokens(code: str) -> list[str] | None:
@@ -184,7 +295,7 @@ def token_hit(token: str, identifiers: frozenset[str]) -> bool:
     if token in identifiers:
         return True
     head, _, rest = token.partition(".")
-    return head in ("self", "cls") and bool(rest) and rest in identifiers
+    return head in ("self", "cls") and bool(rest) and "." + rest in identifiers
 
 
 @dataclass(frozen=True)
@@ -197,9 +308,10 @@ class AccAtK:
     excluded: int
 
 
-def task_token_hits(context: ContextSet, samples: Iterable[str]) -> dict[str, list[tuple[str, int]]]:
-    """kind -> [(token, number of samples containing it)] for one task."""
-    idents = [code_identifiers(code) for code in samples]
+def task_token_hits(context: ContextSet, samples: Iterable[str], package: str = ""
+                    ) -> dict[str, list[tuple[str, int]]]:
+    """kind -> [(token, number of samples containing it)] for one task (`package`: of the task's file)."""
+    idents = [code_identifiers(code, package) for code in samples]
     out: dict[str, list[tuple[str, int]]] = {}
     for kind in CONTEXT_KINDS:
         tokens = dict.fromkeys(getattr(context, kind))     # unique, in order

@@ -81,6 +81,8 @@ def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
 def _md_run(r: RunReport) -> list[str]:
     out = [f"# coderun report: {r.label}", ""]
     meta = f"run `{r.run_id}` ({r.kind}), under-k policy `{r.under_k.value}`, values in %"
+    if r.environment is not None and r.environment.isolation:
+        meta += f", isolation: {r.environment.isolation}"
     if r.source:
         meta += f", imported from `{r.source}`"
     out += [meta, ""]
@@ -162,6 +164,8 @@ def _md_environment(env: RunEnvironment | None) -> list[str]:
     c = env.coderun
     out += [f"coderun {c.coderun} on Python {c.python} ({c.implementation}, {c.platform}); "
             f"{ENVIRONMENT_FILE} in the run folder lists the same versions.", ""]
+    if env.isolation:
+        out += [f"Isolation of the samples: **{env.isolation}** ({env.isolation_note}).", ""]
     if c.missing:
         out += ["Required by coderun but not installed: " + ", ".join(f"`{m}`" for m in c.missing), ""]
     out += _md_table([f"coderun's dependencies ({len(c.packages)})", "version"],
@@ -195,12 +199,18 @@ def task_notes(r: RunReport) -> list[str]:
     if supplementary:
         notes.append(f"{len(supplementary)} tasks are tested (also) by supplementary tests written for this "
                      f"benchmark, not by their project's own: {', '.join(supplementary)}.")
-    weak = [t for t in r.tasks if t.pass_stub_passes]
+    weak = [t for t in r.tasks if t.pass_stub_passes or "weak" in t.flags]
     if weak:
         passed = sum(t.c for t in weak)
-        notes.append(f"{len(weak)} tasks are weak: their tests pass with the body replaced by `pass` (they do not "
-                     f"check what the function returns); {passed} passing samples are on them: "
-                     f"{', '.join(t.task_id for t in weak)}.")
+        notes.append(f"{len(weak)} tasks are weak: their tests pass with the body replaced by `pass` or `raise` "
+                     f"(they do not check what the function returns), counted only with --include-weak; {passed} "
+                     f"passing samples are on them: {', '.join(t.task_id for t in weak)}.")
+    trivial = [t for t in r.tasks if any(f.startswith("trivial:") for f in t.flags) and t not in weak]
+    if trivial:
+        notes.append(f"{len(trivial)} tasks are trivial: other bodies that do no work pass their tests, counted "
+                     f"only with --include-weak or when pass+ fails those bodies; {sum(t.c for t in trivial)} "
+                     "passing samples are on them: "
+                     + "; ".join(f"{t.task_id} ({', '.join(t.flags)})" for t in trivial) + ".")
     network = [t for t in r.tasks if t.network_tests]
     if network:
         notes.append(f"{len(network)} tasks are environment-dependent: some of their tests tried to reach the "

@@ -20,11 +20,17 @@ from collections.abc import Sequence
 
 from coderun.records import Finding, FindingKind
 
-# pytest's last line, any version and verbosity: "9 passed in 0.12s", "=== 1 failed, 8 passed, 3 deselected
-# in 1.05 seconds ===", "9 passed, 2 warnings in 65.2s (0:01:05)".
-_SUMMARY = re.compile(r"^=*\s*((?:\d+ [a-z]+(?:, )?)+) in [\d.]+\s*s(?:econds)?\b")
-_COUNT = re.compile(r"(\d+) ([a-z]+)")
-_BAD = ("failed", "error", "errors")
+# pytest's summary line as its terminal reporter builds it, 4.6 to 9.x (tests/pytest_outputs holds what each
+# minor version prints): "no tests ran", or ", "-joined items "<count> <category>", the categories pytest's
+# own (failed, passed, skipped, deselected, xfailed, xpassed, warning(s), error(s), subtests passed/failed/
+# skipped) or any a plugin reports (pytest-rerunfailures' "rerun"); then " in 0.12s" (4.x: "in 0.12 seconds";
+# from a minute on "(0:01:05)", from a day "(1 day, 0:00:05)"), framed by "=" unless -q.
+_ITEM = r"\d+ [^\d\s,][^,]*?"
+_SUMMARY = re.compile(rf"^=*\s*(?P<items>no tests ran|{_ITEM}(?:, {_ITEM})*) in \d+(?:\.\d+)?(?:s| seconds)"
+                      r"(?: \((?:\d+ days?, )?\d+:\d\d:\d\d\))?\s*=*$")
+_COUNT = re.compile(r"^(\d+) (.+)$")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")   # a project's PY_COLORS=1 colours the line
+_SINGULAR = {"warning": "warnings", "errors": "error"}   # pytest prints its keys "warnings", "error" by count
 
 MESSAGES = {
     "no_finish": "the reporter's records say every test passed, but the session never finished "
@@ -83,13 +89,29 @@ def _summary(n: int, stdout: str) -> list[str]:
         return [MESSAGES["no_summary"].format(n=n)]
     if len(lines) > 1:
         return [MESSAGES["summaries"].format(count=len(lines))]
-    line = lines[0]
-    counts = {word: int(num) for num, word in _COUNT.findall(line)}
-    if any(counts.get(word) for word in _BAD) or counts.get("passed", 0) + counts.get("xpassed", 0) < n:
-        return [MESSAGES["summary"].format(n=n, line=line)]
+    counts = summary_counts(lines[0])
+    failing = any(count for key, count in counts.items() if key in ("failed", "error")
+                  or key.endswith((" failed", " error")))
+    if failing or counts.get("passed", 0) + counts.get("xpassed", 0) < n:
+        return [MESSAGES["summary"].format(n=n, line=lines[0])]
     return []
 
 
 def summary_lines(stdout: str) -> list[str]:
-    """The lines of the output shaped as pytest's summary, without their `=` frame."""
-    return [line.strip().strip("=").strip() for line in stdout.splitlines() if _SUMMARY.match(line.strip())]
+    """The lines of the output shaped as pytest's summary, without their `=` frame and colours."""
+    lines = (_ANSI.sub("", line).strip() for line in stdout.splitlines())
+    return [line.strip("=").strip() for line in lines if _SUMMARY.match(line)]
+
+
+def summary_counts(line: str) -> dict[str, int]:
+    """The counts of a summary line by pytest's category ("1 warning" and "2 warnings" are both `warnings`,
+    "1 error" and "2 errors" `error`); {} for "no tests ran" or a line that is not a summary."""
+    match = _SUMMARY.match(line)
+    if match is None or match["items"] == "no tests ran":
+        return {}
+    counts: dict[str, int] = {}
+    for item in match["items"].split(", "):
+        num, key = _COUNT.match(item).groups()
+        key = _SINGULAR.get(key, key)
+        counts[key] = counts.get(key, 0) + int(num)
+    return counts

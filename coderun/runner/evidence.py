@@ -53,7 +53,7 @@ MESSAGES: dict[FindingKind, str] = {
 # The codes the reporter writes in its `tamper` records; any other code is itself machinery tampering.
 REPORTER_KINDS = frozenset({FindingKind.PYTEST_REPLACED, FindingKind.UNITTEST_REPLACED,
                             FindingKind.REPORTER_REPLACED, FindingKind.PLUGIN_REGISTERED_DURING_TESTS,
-                            FindingKind.RUNTIME_REPLACED, FindingKind.OUTCOME_FORGED})
+                            FindingKind.RUNTIME_REPLACED, FindingKind.OUTCOME_FORGED, FindingKind.TESTS_CHANGED})
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,8 @@ def sample_command(python: str, run: SampleRun) -> list[str]:
     files = list(dict.fromkeys(n.split("::", 1)[0] for n in run.nodeids))
     keep = [arg for n in run.nodeids for arg in ("--coderun-keep", n)]
     return [python, "-m", "pytest", "-p", REPORTER_MODULE, "-o", "addopts=", "-q", "--tb=short",
-            "-p", "no:cacheprovider", "-p", "no:xdist", "--rootdir=.", *run.pytest_args, *keep, *files]
+            "-p", "no:cacheprovider", "-p", "no:xdist", "--rootdir=.", *run.pytest_args, *keep,
+            "--coderun-sample", run.relfile, *files]
 
 
 def install_reporter(sandbox: Sandbox) -> str:
@@ -162,7 +163,8 @@ def _integrity_ms(records: list[dict]) -> float | None:
         cost = rec.get("integrity") if rec.get("kind") == "finish" else None
         if isinstance(cost, dict):
             with contextlib.suppress(TypeError, ValueError):
-                return float(cost.get("snapshot_ms", 0)) + float(cost.get("verify_ms", 0))
+                return sum(float(cost.get(k, 0)) for k in ("snapshot_ms", "verify_ms", "tests_snapshot_ms",
+                                                           "tests_verify_ms"))
     return None
 
 

@@ -65,24 +65,29 @@ def grade_plus(base: Verdict, inputs: TaskInputs | None, evidence: Evidence | No
     if base.verdict is not VerdictKind.PASS or inputs is None or not inputs.inputs:
         return base
     record = evidence.differential if evidence is not None else None
-    differential = FailureClass(Primary.FUNCTIONAL, Secondary.DIFFERENTIAL)
+    why = differential_failure(inputs, record)
+    if why is not None:
+        return _fail(FailureClass(Primary.FUNCTIONAL, Secondary.DIFFERENTIAL), f"differential: {why}")
+    return Verdict(verdict=VerdictKind.PASS,
+                   reason=f"{base.reason}; agrees with the original on {len(inputs.inputs)} inputs")
+
+
+def differential_failure(inputs: TaskInputs, record: dict | None) -> str | None:
+    """Why the differential step's record (after the tests passed) fails pass+ on `inputs`; None: it agrees."""
     if not record:
-        return _fail(differential, "differential: the step left no record after the tests passed")
+        return "the step left no record after the tests passed"
     if record.get("error"):
-        return _fail(differential, f"differential: {record['error']}")
+        return str(record["error"])
     observed = record.get("observations")
     if not isinstance(observed, list) or len(observed) != len(inputs.inputs):
-        return _fail(differential, f"differential: {len(observed) if isinstance(observed, list) else 'no'} "
-                                   f"observations for {len(inputs.inputs)} inputs")
+        return f"{len(observed) if isinstance(observed, list) else 'no'} observations for {len(inputs.inputs)} inputs"
     wrong = [(i, d) for i, (e, a) in enumerate(zip(inputs.expected, observed, strict=True))
              if (d := disagreement(e, a)) is not None]
     if wrong:
         i, d = wrong[0]
         origin = inputs.origins[i] if i < len(inputs.origins) else "recorded"
-        return _fail(differential, f"differential: disagrees with the original on {len(wrong)}/{len(observed)} "
-                                   f"inputs (first: input {i}, {origin}: {d})")
-    return Verdict(verdict=VerdictKind.PASS,
-                   reason=f"{base.reason}; agrees with the original on {len(observed)} inputs")
+        return f"disagrees with the original on {len(wrong)}/{len(observed)} inputs (first: input {i}, {origin}: {d})"
+    return None
 
 
 def grade_unspliceable(kind: str, message: str) -> Verdict:

@@ -55,6 +55,7 @@ class SandboxSpec:
     slot: int = 0
     limits: Limits = field(default_factory=Limits)
     services: tuple[str, ...] = ()     # servers the tests need (tests.services), started with the sandbox
+    isolation: str = "auto"            # local only: auto | namespaces | none (coderun.choices.Isolation)
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,11 @@ class Sandbox(ABC):
     @abstractmethod
     def remove_workdir(self, path: str) -> None:
         """Delete a copy made by `new_workdir` and anything the sample left in shared scratch space."""
+
+    @abstractmethod
+    def pristine_tree(self) -> bytes:
+        """The pristine project tree as an uncompressed tar (paths relative to its root; no `.git`, no
+        bytecode), read from where no sample's process can: a worker takes its copies from it."""
 
     @abstractmethod
     def harness_dir(self) -> str:

@@ -38,81 +38,28 @@ from coderun.envs import services
 from coderun.errors import SandboxError, SandboxUnavailable, ServiceError
 from coderun.harness.coderun_capped import CappedBuffer
 from coderun.sandbox.base import ExecResult, Sandbox, SandboxSpec, check_exec_args
+from coderun.sandbox.docker_scripts import (
+    CLEAN,
+    HARNESS,
+    KILL_ALL,
+    READ,
+    REAPER,
+    SCRATCH,
+    WRITE,
+    WRITE_MANY,
+)
 from coderun.sandbox.process import SandboxProcess, WorkerLayout
+from coderun.sandbox.trees import repack
 
 SAMPLE_USER = "coderun"      # the image's unprivileged user (images/base.Dockerfile), owner of /work/project
 IDLE_USER = "65534:65534"    # nobody: PID 1, out of the sample user's reach
 LABEL = "org.coderun"
-SCRATCH = "/scratch"
-HARNESS = f"{SCRATCH}/.coderun-harness"
 SERVICES = "/services"        # a tmpfs for the services' data (tests.services), when the project has any
 _WATCHDOG_GRACE = 20.0       # seconds past the exec's own limit before the container is killed
 _CHUNK = 64 * 1024           # bytes per write_file exec (base64 stays under the 128 KiB argv-string limit)
 _READ_LIMIT = 256 << 20
 _CONTROL_TIMEOUT = 120
-
-# PID 1: reaps orphans as soon as they end (SIGCHLD wakes it), so their pids return to the limit at once;
-# exits (and so ends the container) when its stdin, held by the owning coderun process, reaches EOF.
-_REAPER = ("import os, signal, threading\n"
-           "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGCHLD])\n"
-           "def owner():\n"
-           "    while os.read(0, 65536):\n"
-           "        pass\n"
-           "    os._exit(0)\n"
-           "threading.Thread(target=owner, daemon=True).start()\n"
-           "while True:\n"
-           "    try:\n"
-           "        os.wait()\n"
-           "    except ChildProcessError:\n"
-           "        signal.sigtimedwait([signal.SIGCHLD], 1)\n")
-_KILL_ALL = ("import os, signal\n"
-             "try:\n"
-             "    os.kill(-1, signal.SIGKILL)\n"
-             "except OSError:\n"
-             "    pass\n")
-_CLEAN = ("import os, shutil, signal, stat, sys\n"
-          "try:\n"
-          "    os.kill(-1, signal.SIGKILL)\n"
-          "except OSError:\n"
-          "    pass\n"
-          "keep = set(sys.argv[1:])\n"
-          "def fix(func, path, exc):\n"
-          "    try:\n"
-          "        os.chmod(os.path.dirname(path), stat.S_IRWXU); os.chmod(path, stat.S_IRWXU); func(path)\n"
-          "    except OSError:\n"
-          "        pass\n"
-          "for top in ('/tmp', '/dev/shm', '/scratch'):\n"
-          "    for name in os.listdir(top):\n"
-          "        p = os.path.join(top, name)\n"
-          "        if p in keep or p == '" + HARNESS + "':\n"
-          "            continue\n"
-          "        if os.path.isdir(p) and not os.path.islink(p):\n"
-          "            shutil.rmtree(p, onerror=fix)\n"
-          "        else:\n"
-          "            try:\n"
-          "                os.unlink(p)\n"
-          "            except OSError:\n"
-          "                pass\n")
-_WRITE = ("import base64, os, sys\n"
-          "os.makedirs(os.path.dirname(sys.argv[1]), exist_ok=True)\n"
-          "with open(sys.argv[1], sys.argv[2]) as f:\n"
-          "    f.write(base64.b64decode(sys.argv[3]))\n")
-_WRITE_MANY = ("import base64, os, sys\n"
-               "for path, data in zip(sys.argv[1::2], sys.argv[2::2]):\n"
-               "    os.makedirs(os.path.dirname(path), exist_ok=True)\n"
-               "    with open(path, 'wb') as f:\n"
-               "        f.write(base64.b64decode(data))\n")
 _BATCH = 1 << 20               # base64 bytes per write_files exec (the whole argv stays under ARG_MAX)
-_READ = ("import os, stat, sys\n"
-         "try:\n"
-         "    fd = os.open(sys.argv[1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)\n"
-         "except OSError as e:\n"
-         "    sys.stderr.write(str(e)); sys.exit(2)\n"
-         "if not stat.S_ISREG(os.fstat(fd).st_mode):\n"
-         "    sys.stderr.write('not a regular file'); sys.exit(2)\n"
-         "with os.fdopen(fd, 'rb') as f:\n"
-         "    sys.stdout.buffer.write(f.read(int(sys.argv[2])))\n")
-
 
 def _client(timeout: int):
     import docker
@@ -143,6 +90,7 @@ class DockerSandbox(Sandbox):
         self._workdirs: set[str] = set()
         self._lost: set[str] = set()     # workdirs of a container the watchdog replaced
         self._closed = False
+        self._tree: bytes | None = None  # the pristine tree (pristine_tree), read once
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -182,7 +130,7 @@ class DockerSandbox(Sandbox):
                   f"{LABEL}.project": self.spec.project, f"{LABEL}.slot": str(self.spec.slot)}
         try:
             created = self._api.create_container(
-                self.spec.image, command=[self.spec.python, "-I", "-c", _REAPER], user=IDLE_USER,
+                self.spec.image, command=[self.spec.python, "-I", "-c", REAPER], user=IDLE_USER,
                 name=name, labels=labels, host_config=host_config, network_disabled=True,
                 working_dir="/", environment={"PYTHONDONTWRITEBYTECODE": "1"},
                 stdin_open=True)  # not detached: docker-py then sets StdinOnce
@@ -264,15 +212,51 @@ class DockerSandbox(Sandbox):
     # -- workdirs ----------------------------------------------------------------------------
 
     def new_workdir(self) -> str:
+        """A copy of the pristine tree, written by the sample user from the tar coderun holds: the image's
+        tree is readable by root only (no sample reads the originals there)."""
         base = f"{SCRATCH}/w-{uuid.uuid4().hex[:10]}"
-        code, _, err, _, _ = self._raw(
-            ["sh", "-c", 'mkdir -m 700 "$1" "$1/home" "$1/tmp" && cp -a "$2" "$1/project"', "sh", base,
-             self.spec.project_dir], timeout=600)
+        code, err = self._feed(
+            ["sh", "-c", 'mkdir -m 700 "$1" "$1/home" "$1/tmp" "$1/project" && '
+                         'tar --no-same-owner -xpf - -C "$1/project"', "sh", base], self.pristine_tree(), timeout=600)
         if code != 0:
-            raise SandboxError(f"cannot copy {self.spec.project_dir} in the container: "
-                               f"{err.decode(errors='replace')[-300:]}")
+            raise SandboxError(f"cannot copy {self.spec.project_dir} in the container: {err[-300:]}")
         self._workdirs.add(base)
         return f"{base}/project"
+
+    def pristine_tree(self) -> bytes:
+        """The image's tree, read through the engine's archive API (it reads as root, outside the sandbox)."""
+        import docker.errors
+
+        if self._tree is None:
+            try:
+                chunks, _ = self._api.get_archive(self._cid(), self.spec.project_dir)
+                self._tree = repack(b"".join(chunks), posixpath.basename(self.spec.project_dir.rstrip("/")))
+            except docker.errors.DockerException as e:
+                raise SandboxError(f"cannot read {self.spec.project_dir} from the container: {e}") from None
+        return self._tree
+
+    def _feed(self, cmd: list[str], data: bytes, *, timeout: float) -> tuple[int, str]:
+        """Run `cmd` as the sample user with `data` on its stdin (streamed, not staged in a file); returns its
+        exit code and the tail of its output."""
+        import docker.errors
+        from docker.utils.socket import frames_iter
+
+        try:
+            exec_id = self._api.exec_create(self._cid(), ["timeout", "-s", "KILL", str(math.ceil(timeout)), *cmd],
+                                            user=SAMPLE_USER, stdin=True, stdout=True, stderr=True)["Id"]
+            sock = self._stream_api.exec_start(exec_id, socket=True)
+            raw = getattr(sock, "_sock", sock)
+            raw.sendall(data)
+            raw.shutdown(socket.SHUT_WR)
+            out = CappedBuffer(64 << 10)
+            for _stream, chunk in frames_iter(sock, tty=False):
+                out.feed(chunk)
+            sock.close()
+            code = self._api.exec_inspect(exec_id)["ExitCode"]
+        except (OSError, docker.errors.DockerException) as e:
+            raise SandboxError(f"docker exec with input failed: {e}") from None
+        self._kill_leftovers()
+        return (-1 if code is None else code), out.text()
 
     def remove_workdir(self, path: str) -> None:
         base = posixpath.dirname(path)
@@ -283,7 +267,7 @@ class DockerSandbox(Sandbox):
             raise SandboxError(f"docker sandbox: {path} is not a workdir of this sandbox")
         self._workdirs.discard(base)
         # not under `timeout`: the kill(-1) at its start would take the wrapper down with the sample
-        code, _, err, timed_out, _ = self._raw([self.spec.python, "-I", "-c", _CLEAN, *sorted(self._workdirs)],
+        code, _, err, timed_out, _ = self._raw([self.spec.python, "-I", "-c", CLEAN, *sorted(self._workdirs)],
                                               timeout=300, wrap=False)
         if code != 0 or timed_out:
             self._restart()  # could not clean up: start from a fresh container rather than leak state
@@ -295,7 +279,7 @@ class DockerSandbox(Sandbox):
         chunks = [data[i:i + _CHUNK] for i in range(0, len(data), _CHUNK)] or [b""]
         for i, chunk in enumerate(chunks):
             code, _, err, _, _ = self._raw(
-                [self.spec.python, "-I", "-c", _WRITE, path, "wb" if i == 0 else "ab",
+                [self.spec.python, "-I", "-c", WRITE, path, "wb" if i == 0 else "ab",
                  base64.b64encode(chunk).decode()], user=user, timeout=120)
             if code != 0:
                 raise SandboxError(f"cannot write {path} in the container: {err.decode(errors='replace')[-300:]}")
@@ -314,14 +298,14 @@ class DockerSandbox(Sandbox):
             mine[-1] += [path, base64.b64encode(data).decode()]
         for user, argvs in batches.items():
             for args in argvs:
-                code, _, err, _, _ = self._raw([self.spec.python, "-I", "-c", _WRITE_MANY, *args], user=user,
+                code, _, err, _, _ = self._raw([self.spec.python, "-I", "-c", WRITE_MANY, *args], user=user,
                                                timeout=120)
                 if code != 0:
                     raise SandboxError(f"cannot write {args[0::2]} in the container: "
                                        f"{err.decode(errors='replace')[-300:]}")
 
     def read_file(self, path: str) -> bytes:
-        code, out, err, _, truncated = self._raw([self.spec.python, "-I", "-c", _READ, path, str(_READ_LIMIT)],
+        code, out, err, _, truncated = self._raw([self.spec.python, "-I", "-c", READ, path, str(_READ_LIMIT)],
                                                  timeout=300, limit=_READ_LIMIT + 1024)
         if code == 2:
             raise FileNotFoundError(f"{path}: {err.decode(errors='replace')[-200:]}")
@@ -434,7 +418,7 @@ class DockerSandbox(Sandbox):
         import docker.errors
 
         try:
-            exec_id = self._api.exec_create(self._cid(), [self.spec.python, "-I", "-c", _KILL_ALL],
+            exec_id = self._api.exec_create(self._cid(), [self.spec.python, "-I", "-c", KILL_ALL],
                                             user=SAMPLE_USER)["Id"]
             self._api.exec_start(exec_id)
         except docker.errors.DockerException as e:

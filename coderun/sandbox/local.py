@@ -9,9 +9,16 @@ captured output capped to head + tail. When the command exits or times out, its 
 is killed with SIGKILL, and a sweep kills anything that escaped it with setsid: every process whose
 initial environment carries this exec's marker, every process in its session and in its cgroup.
 
-What it does NOT do: the sample runs as the same user as coderun, with the network, and can read and
-write anything that user can (a deliberately hostile process can also clear its marker and leave the
-cgroup when it runs as root). It says so with a warning when it starts. Use `docker` for untrusted code.
+With namespaces (coderun.sandbox.isolation; the default where this machine can make them), every command
+and worker runs inside bubblewrap in the sandbox's own network namespace: it sees the system, the interpreter
+and the venv read-only (without installed copies of the project's modules), the harness folder read-only,
+its own folders read-write, a private /tmp, and no network but loopback, where the project's services run.
+The pristine tree, $CODERUN_HOME and the rest of the host are out of sight.
+
+Without them (`isolation: none`, or a machine where they cannot be made: said with a warning when the
+sandbox starts), the sample runs as the same user as coderun, with the network, and can read and write
+anything that user can (a deliberately hostile process can also clear its marker and leave the cgroup when
+it runs as root). Use `docker` for untrusted code.
 
 Each sandbox has a guardian process (local_processes.Guardian) holding a pipe from coderun: when coderun
 dies, the guardian kills the sandbox's processes and removes its folder.
@@ -20,6 +27,8 @@ dies, the guardian kills the sandbox's processes and removes its folder.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import functools
 import math
 import os
 import resource
@@ -33,9 +42,13 @@ import uuid
 import warnings
 from pathlib import Path
 
+from coderun.choices import Isolation
+from coderun.envs.installed import installed_copies
 from coderun.envs.services import Running, launch
 from coderun.errors import SandboxError, SandboxUnavailable
+from coderun.sandbox import isolation
 from coderun.sandbox.base import ExecResult, Sandbox, SandboxSpec, check_exec_args
+from coderun.sandbox.isolation import Namespaces, View
 from coderun.sandbox.local_processes import (
     Guardian,
     LocalProcess,
@@ -47,6 +60,7 @@ from coderun.sandbox.local_processes import (
     with_outer_timeout,
 )
 from coderun.sandbox.process import WorkerLayout
+from coderun.sandbox.trees import left_out, tree_tar
 
 MARKER = "CODERUN_SANDBOX_ID"
 _PREFIX = "coderun-sbx-"
@@ -67,6 +81,9 @@ class LocalSandbox(Sandbox):
         self._lock = threading.Lock()
         self._services: Running | None = None
         self._guardian: Guardian | None = None
+        self._ns: Namespaces | None = None      # None: no isolation (see the module docstring)
+        self._hidden: tuple[str, ...] = ()      # installed copies of the project's modules in the venv
+        self.isolation_note = ""                # why this sandbox runs without namespaces
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -78,22 +95,64 @@ class LocalSandbox(Sandbox):
         if not os.access(self.spec.python, os.X_OK):
             raise SandboxUnavailable(f"local sandbox: no interpreter at {self.spec.python}",
                                      hint=f"build the environment: `coderun env build {self.spec.project}`")
-        warnings.warn("the local backend runs generated code as this user, with the network and without "
-                      "isolation; use --backend docker for code you do not trust",
-                      UntrustedCodeWarning, stacklevel=2)
+        isolate = self._isolation()
+        if not isolate:
+            warnings.warn("the local backend runs generated code as this user, with the network and without "
+                          f"isolation ({self.isolation_note}); use --backend docker for code you do not trust",
+                          UntrustedCodeWarning, stacklevel=2)
         cleanup_stale_workdirs()
         self.root = Path(tempfile.mkdtemp(prefix=f"{_PREFIX}{self.spec.run_id}-{self.spec.slot}-"))
         (self.root / "owner.pid").write_text(str(os.getpid()))
         (self.root / "harness").mkdir()
+        (self.root / "wk").mkdir()
         self._guardian = Guardian(self.root)
         atexit.register(self.close)
-        if self.spec.services:  # one instance per sandbox: no other project or worker sees its data
-            try:
+        try:  # services: one instance per sandbox, no other project or worker sees its data
+            if isolate:
+                self._ns = Namespaces()
+                self._ns.start(tuple(self.spec.services))
+                self.service_env = dict(self._ns.env)
+                self._hidden = self._hidden_paths()
+            elif self.spec.services:
                 self._services = launch(self.spec.services)
-            except BaseException:
-                self.close()
-                raise
-            self.service_env = dict(self._services.env)
+                self.service_env = dict(self._services.env)
+        except BaseException:
+            self.close()
+            raise
+
+    def _isolation(self) -> bool:
+        """Whether this sandbox runs in namespaces: where they can be made, unless turned off."""
+        mode = Isolation.parse(self.spec.isolation)
+        if mode is Isolation.NONE:
+            self.isolation_note = "turned off"
+            return False
+        why = isolation.unavailable()
+        if why and mode is Isolation.NAMESPACES:
+            raise SandboxUnavailable(f"local sandbox: namespaces cannot be made here: {why}",
+                                     hint="install bubblewrap, or run with --isolation none")
+        self.isolation_note = why or ""
+        return why is None
+
+    @property
+    def isolated(self) -> bool:
+        return self._ns is not None
+
+    def _hidden_paths(self) -> tuple[str, ...]:
+        return _hidden_paths(self.spec.python, self.spec.project_dir, self.spec.import_root)
+
+    def _venv(self) -> str:
+        return str(Path(self.spec.python).parent.parent)
+
+    def _view(self, writable: tuple[str, ...]) -> View:
+        return View(read_only=(*_interpreter_prefixes(self.spec.python), self._venv(), self.harness_dir()),
+                    writable=writable, hidden=self._hidden)
+
+    def _wrap(self, argv: list[str], cwd: str, writable: tuple[str, ...]) -> list[str]:
+        if self._ns is None:
+            return argv
+        if not self._ns.alive():  # a broken sandbox, not the sample's fault
+            raise SandboxError("local sandbox: its network namespace is gone (its holder process ended)")
+        return self._ns.wrap(argv, self._view(writable), cwd)
 
     def close(self) -> None:
         root, self.root = self.root, None
@@ -103,6 +162,9 @@ class LocalSandbox(Sandbox):
         if self._services is not None:
             self._services.stop()
             self._services, self.service_env = None, {}
+        if self._ns is not None:
+            self._ns.close()
+            self._ns, self.service_env = None, {}
         rmtree(root)
         self._workdirs.clear()
         if self._guardian is not None:
@@ -126,9 +188,8 @@ class LocalSandbox(Sandbox):
             (base / "home").mkdir()
             (base / "tmp").mkdir()
             # Real copies: a hardlinked copy would let a sample write through to the pristine tree.
-            # .git is not part of what the tests see (and is often the largest part of the tree).
-            shutil.copytree(self.spec.project_dir, base / "project", symlinks=True,
-                            ignore=shutil.ignore_patterns(".git"))
+            # Without .git (history holds the originals) and bytecode (a compiled original).
+            shutil.copytree(self.spec.project_dir, base / "project", symlinks=True, ignore=_left_out)
         except OSError as e:
             rmtree(base)
             raise SandboxError(f"local sandbox: cannot copy {self.spec.project_dir}: {e}") from None
@@ -143,6 +204,9 @@ class LocalSandbox(Sandbox):
                 raise SandboxError(f"local sandbox: {path} is not a workdir of this sandbox")
             self._workdirs.discard(base)
         rmtree(base)
+
+    def pristine_tree(self) -> bytes:
+        return tree_tar(Path(self.spec.project_dir))
 
     # -- files -------------------------------------------------------------------------------
 
@@ -176,7 +240,7 @@ class LocalSandbox(Sandbox):
         full_env = self._env(cwd, self.with_services(env or {}), token)
         limit = output_limit or self.spec.limits.output_limit
         cgroup = PidsCgroup.create(f"{_PREFIX}{token[:16]}", self.spec.limits.pids)
-        argv = with_outer_timeout(cmd, timeout)
+        argv = with_outer_timeout(self._wrap(cmd, cwd, self._writable(cwd)), timeout)
         self._guard(f"{MARKER}={token}")
         started = time.monotonic()
         try:
@@ -209,19 +273,35 @@ class LocalSandbox(Sandbox):
     def start_process(self, argv: list[str], *, env: dict[str, str], marker: str) -> LocalProcess:
         root = self._root()
         self._guard(marker)
+        # In namespaces the worker cannot make a cgroup per child: the whole worker gets one.
+        cgroup = PidsCgroup.create(f"{_PREFIX}w-{uuid.uuid4().hex[:16]}", self.spec.limits.pids) \
+            if self.isolated else None
         try:
-            return LocalProcess(argv, env, root / f"process-{uuid.uuid4().hex[:8]}.stderr", marker)
+            return LocalProcess(self._wrap(argv, "/", (str(root / "wk"),)), env,
+                                root / f"process-{uuid.uuid4().hex[:8]}.stderr", marker, cgroup)
         except OSError as e:
+            if cgroup:
+                cgroup.remove()
             raise SandboxError(f"local sandbox: cannot start {argv[0]}: {e}") from None
 
     def worker_layout(self) -> WorkerLayout:
         """The sandbox enforces no limit on a long-lived process: the worker applies the exec limits
-        to each child itself (rlimits, and a pids cgroup per child where one can be made)."""
+        to each child itself (rlimits, and a pids cgroup per child where one can be made). In namespaces
+        its /tmp and /dev/shm are its own: it empties them after each sample, as in a container."""
         root, lim = self._root(), self.spec.limits
-        return WorkerLayout(scratch=str(root / "wk"), home=str(root),
-                            limits={"memory_mb": lim.memory_mb, "file_size_mb": lim.file_size_mb,
-                                    "nproc": nproc_limit(lim.pids)},
+        limits = {"memory_mb": lim.memory_mb, "file_size_mb": lim.file_size_mb, "nproc": nproc_limit(lim.pids)}
+        if self.isolated:
+            keep = (str(root), str(root / "harness"), str(root / "wk"))
+            return WorkerLayout(scratch=str(root / "wk"), home="/tmp", clean=("/tmp", "/dev/shm", str(root)),
+                                keep=keep, kill_uid=True, limits=limits)
+        return WorkerLayout(scratch=str(root / "wk"), home=str(root), limits=limits,
                             cgroup_root=PidsCgroup.probe_root(), pids=lim.pids)
+
+    def _writable(self, cwd: str) -> tuple[str, ...]:
+        """A command's writable folders: the workdir (copy, HOME, TMPDIR) that `cwd` is in."""
+        base = Path(cwd).resolve()
+        with self._lock:
+            return tuple(str(w) for w in self._workdirs if base.is_relative_to(w.resolve()))
 
     def _env(self, cwd: str, extra: dict[str, str], token: str) -> dict[str, str]:
         base = Path(cwd).resolve()
@@ -258,6 +338,35 @@ class LocalSandbox(Sandbox):
                 resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
 
         return apply
+
+
+@functools.lru_cache(maxsize=64)
+def _hidden_paths(python: str, tree: str, import_root: str) -> tuple[str, ...]:
+    """Copies of the project's code a sandbox must not see: an install of the project in the venv, and in
+    the system (see isolation.hidden_packages). Found once per process (a naive run starts a sandbox per
+    sample)."""
+    venv = str(Path(python).parent.parent)
+    return (*installed_copies(venv, tree, import_root),
+            *isolation.hidden_packages(python, os.path.join(tree, import_root), _interpreter_prefixes(python)))
+
+
+def _left_out(folder: str, names: list[str]) -> set[str]:
+    return {n for n in names if left_out(n)}
+
+
+def _interpreter_prefixes(python: str) -> tuple[str, ...]:
+    """Where the venv's interpreter is installed (pyvenv.cfg's home, a pyenv version say), unless the system's
+    folders hold it already."""
+    cfg = Path(python).parent.parent / "pyvenv.cfg"
+    home = None
+    with contextlib.suppress(OSError):
+        for line in cfg.read_text().splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "home":
+                home = Path(value.strip())
+    prefix = (home or Path(os.path.realpath(python)).parent).resolve().parent
+    system = tuple(f"/{d}" for d in ("usr", "bin", "lib", "lib64", "sbin"))
+    return () if str(prefix) in system or str(prefix).startswith(tuple(s + "/" for s in system)) else (str(prefix),)
 
 
 def cleanup_stale_workdirs() -> list[str]:

@@ -191,14 +191,18 @@ def rmtree(path: Path) -> None:
 
 
 class LocalProcess(SandboxProcess):
-    """A process in its own session, stdin and stdout on pipes, stderr to a file whose tail is kept."""
+    """A process in its own session, stdin and stdout on pipes, stderr to a file whose tail is kept; in
+    `cgroup` (a process limit for it and all it starts) when one is given."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], stderr_path: Path, marker: str):
+    def __init__(self, argv: list[str], env: dict[str, str], stderr_path: Path, marker: str,
+                 cgroup: PidsCgroup | None = None):
         super().__init__()
-        self.stderr_path, self.marker = stderr_path, marker.encode()
+        self.stderr_path, self.marker, self.cgroup = stderr_path, marker.encode(), cgroup
+        procs = str(cgroup.path / "cgroup.procs") if cgroup else None
         with open(stderr_path, "wb") as err:
             self.proc = subprocess.Popen(argv, env=env, cwd="/", stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=err, start_new_session=True, close_fds=True)
+                                         stderr=err, start_new_session=True, close_fds=True,
+                                         preexec_fn=(lambda: _join(procs)) if procs else None)
         threading.Thread(target=self._pump, daemon=True).start()
 
     def _pump(self) -> None:
@@ -217,10 +221,20 @@ class LocalProcess(SandboxProcess):
             os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(Exception):
             self.proc.wait(10)
-        sweep(None, (self.marker,))  # a child it was running lives in a session of its own
+        sweep(None, (self.marker,), self.cgroup)  # a child it was running lives in a session of its own
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
         for stream in (self.proc.stdin, self.proc.stdout):
             with contextlib.suppress(OSError):
                 stream.close()
+
+
+def _join(procs_file: str) -> None:
+    """In the child between fork and exec: move into the cgroup (system calls only)."""
+    fd = os.open(procs_file, os.O_WRONLY)
+    os.write(fd, b"0")
+    os.close(fd)
 
 
 class Guardian:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from coderun.choices import Backend
+from coderun.choices import Backend, Isolation
 from coderun.config import Settings
 from coderun.errors import TaskError
 from coderun.manifests.schema import Manifest
@@ -120,6 +120,26 @@ def original_tree(manifest: Manifest, settings: Settings, bare: Path) -> Path:
         raise TaskError(f"{manifest.name}: its install.pre_install tree is not built",
                         hint=f"coderun tasks build {manifest.name}")
     return env.checkout.path
+
+
+def isolation_of(backend: Backend, requested: Isolation) -> tuple[str, str]:
+    """How a run's samples are kept apart on this machine, and what makes it (or why there is none):
+    docker's container; on local, namespaces where they can be made unless turned off. Requested and
+    impossible: SandboxUnavailable, before anything runs."""
+    from coderun.errors import SandboxUnavailable
+    from coderun.sandbox import isolation
+
+    if backend is Backend.DOCKER:
+        return "container", "a container per worker slot (see the threat model)"
+    if requested is Isolation.NONE:
+        return "none", "turned off (--isolation none)"
+    why = isolation.unavailable()
+    if why is None:
+        return "namespaces", isolation.version()
+    if requested is Isolation.NAMESPACES:
+        raise SandboxUnavailable(f"namespaces cannot be made on this machine: {why}",
+                                 hint="install bubblewrap (Debian: apt-get install bubblewrap), or --isolation none")
+    return "none", why
 
 
 def top_level_packages(root: Path) -> frozenset[str]:

@@ -32,16 +32,17 @@ def built_projects(settings: Settings) -> set[str]:
 
 
 def load_tasks(settings: Settings, project: str | None = None, level: Level | str | None = None,
-               include_weak: bool = False, status: TaskStatus | str | Iterable[TaskStatus | str] | None = None
-               ) -> list[Task]:
-    """Stored tasks. Without `status`: the benchmark, i.e. verified tasks, plus weak ones when asked for
-    here or when their project was built with --include-weak. `status="all"` gives every task."""
+               include_weak: bool = False, status: TaskStatus | str | Iterable[TaskStatus | str] | None = None,
+               rigor: str = "base") -> list[Task]:
+    """Stored tasks. Without `status`: the benchmark of a `rigor` evaluation, i.e. verified tasks no trivial
+    body passes (tasks.build.in_benchmark), plus the others when asked for here or when their project was built
+    with --include-weak. `status="all"` gives every task."""
     lv = Level.parse(level).value if isinstance(level, str) else level.value if level else None
     if status is None:
         tasks = store.query(settings, project=project, level=lv,
                             statuses=[TaskStatus.VERIFIED.value, TaskStatus.WEAK.value])
         weak_ok = store.weak_included(settings)
-        return [t for t in tasks if in_benchmark(t, include_weak or t.project in weak_ok)]
+        return [t for t in tasks if in_benchmark(t, include_weak or t.project in weak_ok, rigor)]
     if status == "all":
         return store.query(settings, project=project, level=lv)
     wanted = [status] if isinstance(status, str | TaskStatus) else list(status)

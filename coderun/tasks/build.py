@@ -22,7 +22,7 @@ from pydantic import Field
 
 from coderun.config import Settings
 from coderun.envs.local import LocalEnv, build_local_env, find_local_env, load_baseline
-from coderun.errors import CoderunError, EnvironmentBuildError, SourceError
+from coderun.errors import CoderunError, EnvironmentBuildError, SourceError, TaskError
 from coderun.manifests.schema import Manifest, supplementary_files
 from coderun.records import (
     ConfigurationTests,
@@ -38,7 +38,7 @@ from coderun.records import (
 from coderun.rigor.trivial import RAISE, bodies_for
 from coderun.tasks import store
 from coderun.tasks.coverage_map import CoverageMap, cap_tests, collect_coverage, test_file
-from coderun.tasks.discovery import Candidate, select, task_id
+from coderun.tasks.discovery import Candidate, Selection, select, task_id
 from coderun.tasks.parallel import Meter, err, parallel
 from coderun.tasks.rigor import candidate_target, project_inputs, record
 from coderun.tasks.sandbox_runs import configuration_names, sandbox_tests
@@ -90,6 +90,9 @@ class ProjectTaskReport(Record):
     trivial_passes: dict[str, list[str]] = Field(default_factory=dict)
     network_tests: dict[str, list[str]] = Field(default_factory=dict)  # mapped test -> addresses it tried
     network_note: str = ""                   # why network use could not be checked
+    # Parametrized tests whose node id changes between runs (a repr, the time), known by their parameters'
+    # positions instead: position key -> the node id the coverage run gave (tasks/coverage_map).
+    positions: dict[str, str] = Field(default_factory=dict)
 
 
 class TaskBuildReport(Record):
@@ -102,8 +105,12 @@ class TaskBuildReport(Record):
         return {lv.value: total[lv.value] for lv in Level}
 
 
-def in_benchmark(task: Task, include_weak: bool) -> bool:
-    return task.status is TaskStatus.VERIFIED or (include_weak and task.status is TaskStatus.WEAK)
+def in_benchmark(task: Task, include_weak: bool, rigor: str = "base") -> bool:
+    """Whether the task counts in the headline of a `rigor` evaluation: verified, and no trivial body gets that
+    verdict on it (its tests, or pass+, check what the function does); the others only with --include-weak."""
+    if include_weak:
+        return task.status in (TaskStatus.VERIFIED, TaskStatus.WEAK)
+    return task.status is TaskStatus.VERIFIED and not task.trivially_passed(rigor)
 
 
 def default_jobs() -> int:
@@ -146,6 +153,8 @@ def _build_project(manifest: Manifest, settings: Settings, backend: str, include
     analysis = _analyze(manifest, env, settings, say)
     selection = select(manifest, analysis)
     say(f"[bold]{manifest.name}[/]: {len(selection.candidates)} candidate functions")
+    if not selection.candidates:
+        raise no_candidates(manifest, selection, len(analysis.functions))
     covmap = _coverage(manifest, env, baseline, logs, kept, say)
     durations = {n: o.duration for n, o in covmap.outcomes.items()}  # what the evaluation's limits use
     mapped, capped = _map_all(manifest, selection.candidates, covmap,
@@ -167,7 +176,8 @@ def _build_project(manifest: Manifest, settings: Settings, backend: str, include
         inputs: list[TaskInputs] = []
         if rigor:
             say(f"[bold]{manifest.name}[/]: deriving pass+ inputs from the recorded calls")
-            tasks, inputs = project_inputs(tasks, recorded, runner.observe, jobs, say, progress, manifest.name)
+            tasks, inputs = project_inputs(tasks, recorded, runner.observe, jobs, say, progress, manifest.name,
+                                           env.checkout.path)
     report = _report(manifest, env, backend, include_weak, selection, covmap, tasks, verdicts, started,
                      capped=capped, max_tests_per_task=manifest.tasks.max_tests_per_task,
                      max_seconds_per_task=manifest.tasks.max_seconds_per_task, jobs=jobs, resumed=kept.resumed,
@@ -254,6 +264,20 @@ def _analyze(manifest: Manifest, env: LocalEnv, settings: Settings, say):
         say(f"[yellow]{manifest.name}: {e.message}; analyzing without jedi[/]")
         return analyze_cached(env.checkout, settings, python=env.python, use_jedi=False,
                               import_root=manifest.import_root)
+
+
+def no_candidates(manifest: Manifest, selection: Selection, functions: int) -> TaskError:
+    """The error of a build with no candidate: which rules dropped the functions, and the option that helps."""
+    why = ", ".join(f"{n} {reason}" for reason, n in sorted(selection.rejected.items(), key=lambda kv: -kv[1]))
+    hint = "check tasks.discover (include, exclude) and tasks.targets in the manifest"
+    code = functions - selection.rejected.get("test code", 0) - selection.rejected.get("file not included", 0)
+    if selection.rejected.get("no English docstring", 0) * 2 >= code > 0:
+        hint = ("most functions have no docstring: `tasks.discover.undocumented: true` takes them too (their "
+                "prompt has the signature and context only), or `coderun projects add ... --undocumented`")
+    elif code <= 0 < selection.rejected.get("file not included", 0):
+        hint = "no function is in a file tasks.discover.include names: check its globs"
+    return TaskError(f"{manifest.name}: no candidate function among the {functions} the analysis found"
+                     + (f" ({why})" if why else "") + "; nothing to build", hint=hint)
 
 
 def _tid(manifest: Manifest, c: Candidate) -> str:
@@ -385,5 +409,5 @@ def _report(manifest: Manifest, env: LocalEnv, backend: str, include_weak: bool,
         pass_stub_passes=sorted(t.task_id for t in tasks if t.pass_stub_passes),
         trivial_passes={t.task_id: list(t.trivial_passes) for t in tasks if t.trivial_passes},
         network_tests={n: list(a) for t in tasks for n, a in ((x.nodeid, x.addresses) for x in t.network_tests)},
-        network_note=covmap.network_note, **build)
+        network_note=covmap.network_note, positions=dict(covmap.positions), **build)
 

@@ -4,7 +4,9 @@ The whole suite runs once, in the project's environment, on a temporary copy of 
 coverage.py with one dynamic context per test (a tiny pytest plugin switches the context around each
 test's setup/call/teardown). The plugin also records every test's outcome under pytest's own node id,
 so the map never depends on how a junit report names inherited or parametrized tests.
-When coverage cannot be collected, tests are matched to modules by file name instead (weaker).
+A coverage run that fails is an error naming its cause (an old coverage pinned by the manifest, say): falling
+back to matching tests by file name would verify a fraction of the tasks without a word. A run that completes
+but records no line of the project still matches by file name (weaker), and the build report says so.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterable
@@ -119,9 +122,28 @@ def pytest_runtest_logreport(report):
     _outcomes[report.nodeid] = (outcome, prev[1] + float(getattr(report, "duration", 0.0) or 0.0))
 
 
+_keys = {}
+
+
+def position_key(item):
+    """As coderun_reporter's: a parametrized test by the positions of its parameters, FILE::NAME[#i-j]."""
+    indices = getattr(getattr(item, "callspec", None), "indices", None)
+    if not indices or not item.nodeid.endswith(item.name):
+        return None
+    base = item.nodeid[:len(item.nodeid) - len(item.name)] + item.name.split("[", 1)[0]
+    return "%s[#%s]" % (base, "-".join(str(i) for i in indices.values()))
+
+
+def pytest_collection_finish(session):
+    for item in session.items:
+        key = position_key(item)
+        if key is not None:
+            _keys[item.nodeid] = key
+
+
 def pytest_sessionfinish(session, exitstatus):
     with open(os.environ["CODERUN_COVCTX_OUT"], "w") as fh:
-        json.dump({"outcomes": _outcomes, "network": _network if _CHECKED else None}, fh)
+        json.dump({"outcomes": _outcomes, "network": _network if _CHECKED else None, "keys": _keys}, fh)
 '''
 
 # Reads the coverage data file with the venv's own coverage (its schema matches the writer's).
@@ -155,6 +177,9 @@ class CoverageMap:
     # the coverage run; `network_note` says why that check could not be made (then `network` is empty).
     network: dict[str, tuple[str, ...]] = field(default_factory=dict)
     network_note: str = ""
+    # Parametrized tests whose node id changes between runs (an object's repr, the time), known by position
+    # instead: position key -> the node id the coverage run gave.
+    positions: dict[str, str] = field(default_factory=dict)
 
     def tests_for(self, relfile: str, lines: Iterable[int]) -> set[str]:
         """Passing tests that execute any of `lines` in `relfile` (coverage mapping)."""
@@ -175,7 +200,7 @@ class CoverageMap:
             "outcomes": [o.model_dump(mode="json") for o in self.outcomes.values()],
             "passing": sorted(self.passing), "test_files": list(self.test_files), "reason": self.reason,
             "duration": self.duration, "network": {n: list(a) for n, a in self.network.items()},
-            "network_note": self.network_note})
+            "network_note": self.network_note, "positions": self.positions})
 
     @classmethod
     def from_json(cls, text: str) -> CoverageMap | None:
@@ -189,7 +214,7 @@ class CoverageMap:
             return cls(project=d["project"], kind=d["kind"], lines=lines, outcomes=outcomes,
                        passing=frozenset(d["passing"]), test_files=tuple(d["test_files"]), reason=d["reason"],
                        duration=d["duration"], network={n: tuple(a) for n, a in d["network"].items()},
-                       network_note=d["network_note"])
+                       network_note=d["network_note"], positions=dict(d.get("positions") or {}))
         except (ValueError, KeyError, TypeError, IndexError):
             return None
 
@@ -214,7 +239,8 @@ def test_file(nodeid: str) -> str:
 
 def collect_coverage(manifest: Manifest, python: Path, tree: Path, baseline: Baseline | None, *,
                      log: Path | None = None) -> CoverageMap:
-    """Run the suite on a copy of `tree` under coverage with per-test contexts; fall back by file name.
+    """Run the suite on a copy of `tree` under coverage with per-test contexts (a run that fails raises
+    TaskError with its cause); tests are matched by file name when it records no line of the project.
 
     `tree` is never modified: everything happens in a temporary copy.
     """
@@ -223,13 +249,9 @@ def collect_coverage(manifest: Manifest, python: Path, tree: Path, baseline: Bas
         work = Path(tmp)
         copy = work / "tree"
         shutil.copytree(tree, copy, symlinks=True, ignore=shutil.ignore_patterns(".git"))
-        network, network_note = {}, "the coverage run did not complete"
-        try:
-            lines, outcomes, network, network_note = _run_with_contexts(
-                manifest, python, copy, work, log, baseline.timed_out if baseline is not None else [])
-            reason = ""
-        except TaskError as e:
-            lines, outcomes, reason = {}, {}, e.message
+        lines, outcomes, network, network_note, positions = _run_with_contexts(
+            manifest, python, copy, work, log, baseline.timed_out if baseline is not None else [])
+        reason = "" if lines else "the coverage run recorded no line of the project's files"
     passing = {n for n, o in outcomes.items() if o.outcome == "passed"}
     if baseline is not None:  # a test the baseline saw must have passed there too
         known = {t.nodeid for t in baseline.tests}
@@ -245,14 +267,15 @@ def collect_coverage(manifest: Manifest, python: Path, tree: Path, baseline: Bas
     return CoverageMap(project=manifest.name, kind=kind, lines=lines, outcomes=outcomes,
                        passing=frozenset(passing), test_files=tuple(sorted({test_file(n) for n in passing})),
                        reason=reason, duration=round(time.monotonic() - started, 2), network=network,
-                       network_note=network_note)
+                       network_note=network_note, positions=positions)
 
 
 def _run_with_contexts(manifest: Manifest, python: Path, copy: Path, work: Path, log: Path | None,
                        timed_out: list[str]) -> tuple[dict[str, dict[int, frozenset[str]]], dict[str, TestOutcome],
-                                                      dict[str, tuple[str, ...]], str]:
-    """(lines, outcomes, network attempts, why the network could not be checked). Under the per-test limit,
-    without the tests that hit it in the baseline."""
+                                                      dict[str, tuple[str, ...]], str, dict[str, str]]:
+    """(lines, outcomes, network attempts, why the network could not be checked, position key -> the node id
+    the coverage run gave the tests known by position). Under the per-test limit, without the tests that hit
+    it in the baseline."""
     plugin_dir = install_limit(work / "plugin")
     (plugin_dir / "coderun_covctx.py").write_text(_PLUGIN)
     (work / "reader.py").write_text(_READER)
@@ -269,34 +292,69 @@ def _run_with_contexts(manifest: Manifest, python: Path, copy: Path, work: Path,
     pytest_cmd = pytest_command(manifest, python, rootdir=copy, extra=["-p", "coderun_covctx", "-p", LIMIT_PLUGIN],
                                 deselect=timed_out)
     cmd = [str(python), "-m", "coverage", "run", f"--rcfile={rc}", *pytest_cmd[1:]]
+    collect_cmd = pytest_command(manifest, python, rootdir=copy, extra=["-p", "coderun_covctx", "--collect-only"])
+    collected_file = work / "collected.json"
     with start_services(manifest.tests.services) as services:
         out = run_logged(cmd, copy, expand(env, services.env), manifest.tests.timeout * 3, log,
                          what="the coverage run")
+        # A second process names the tests again: an id it gives otherwise (a repr, the time) is not stable.
+        run_logged(collect_cmd, copy, expand({**env, "CODERUN_COVCTX_OUT": str(collected_file)}, services.env),
+                   manifest.tests.timeout, log, what="collecting the tests again")
     if out.returncode not in (0, 1) or not outcomes_file.is_file() or not data_file.is_file():
-        raise TaskError(f"{manifest.name}: the coverage run did not complete (exit {out.returncode}): "
-                        + _tail(out.stdout))
+        raise TaskError(f"{manifest.name}: the coverage run that maps tests to functions did not complete "
+                        f"(exit {out.returncode}){_old_coverage(python)}: " + _tail(out.stdout),
+                        hint="the baseline ran, so the suite runs without coverage; "
+                             + (f"see {log}" if log else "see the build's coverage log"))
     raw = json.loads(outcomes_file.read_text())
-    outcomes = {n: TestOutcome(nodeid=n, outcome=o, duration=round(d, 4)) for n, (o, d) in raw["outcomes"].items()}
+    again = json.loads(collected_file.read_text()).get("keys", {}) if collected_file.is_file() else {}
+    renamed = by_position(raw.get("keys", {}), again)
+    outcomes = {renamed.get(n, n): TestOutcome(nodeid=renamed.get(n, n), outcome=o, duration=round(d, 4))
+                for n, (o, d) in raw["outcomes"].items()}
     if raw["network"] is None:
         network, network_note = {}, "the project's Python has no audit hooks (3.8+): network use not checked"
     else:
-        network, network_note = {n: tuple(a) for n, a in raw["network"].items()}, ""
+        network, network_note = {renamed.get(n, n): tuple(a) for n, a in raw["network"].items()}, ""
     dump = work / "contexts.json"
     read = run_logged([str(python), str(work / "reader.py"), str(data_file), str(dump)], work, env, 600, log,
                       what="reading the coverage data")
     if read.returncode != 0:
         raise TaskError(f"{manifest.name}: cannot read the coverage data: {_tail(read.stdout)}")
-    return _relativize(json.loads(dump.read_text()), copy), outcomes, network, network_note
+    lines = _relativize(json.loads(dump.read_text()), copy, renamed)
+    return lines, outcomes, network, network_note, {k: n for n, k in renamed.items()}
 
 
-def _relativize(raw: dict[str, dict[str, list[str]]], copy: Path) -> dict[str, dict[int, frozenset[str]]]:
+def by_position(first: dict[str, str], second: dict[str, str]) -> dict[str, str]:
+    """Node id -> position key (`FILE::NAME[#i-j]`, the reporter selects by either), for the parametrized
+    tests whose node id the second run (`second`: node id -> key) gives otherwise; a key two tests of one
+    run share is left alone."""
+    def unique(ids: dict[str, str]) -> dict[str, str]:
+        keys = list(ids.values())
+        return {k: n for n, k in ids.items() if keys.count(k) == 1}
+    a, b = unique(first), unique(second)
+    return {n: k for k, n in a.items() if k in b and b[k] != n}
+
+
+def _old_coverage(python: Path) -> str:
+    """", coverage X is installed; coderun needs 5 or later" when the environment's coverage is too old."""
+    proc = subprocess.run([str(python), "-c", "import coverage; print(coverage.__version__)"], capture_output=True,
+                          text=True, timeout=60, stdin=subprocess.DEVNULL)
+    version = proc.stdout.strip()
+    if proc.returncode != 0 or not re.match(r"^\d+", version) or int(version.split(".")[0]) >= 5:
+        return ""
+    return (f", with coverage {version}: coderun needs coverage 5 or later (per-test contexts); replace the "
+            "manifest's coverage pin in install.requirements with coverage>=5")
+
+
+def _relativize(raw: dict[str, dict[str, list[str]]], copy: Path, renamed: dict[str, str]
+                ) -> dict[str, dict[int, frozenset[str]]]:
     roots = {str(copy), os.path.realpath(copy)}
     out: dict[str, dict[int, frozenset[str]]] = {}
     for path, per_line in raw.items():
         rel = next((os.path.relpath(path, r) for r in roots if path.startswith(r + os.sep)), None)
         if rel is None:
             continue
-        out[Path(rel).as_posix()] = {int(ln): frozenset(ctxs) for ln, ctxs in per_line.items() if ctxs}
+        out[Path(rel).as_posix()] = {int(ln): frozenset(renamed.get(c, c) for c in ctxs)
+                                     for ln, ctxs in per_line.items() if ctxs}
     return out
 
 

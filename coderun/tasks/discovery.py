@@ -64,7 +64,7 @@ def select(manifest: Manifest, analysis: ProjectAnalysis) -> Selection:
         for fn in sorted(analysis.functions, key=lambda f: (f.file, f.lineno)):
             if fn.key in seen:
                 continue
-            reason = rejection(fn, rules, manifest.tests.paths)
+            reason = rejection(fn, rules, test_code_paths(manifest.tests.paths, rules.include))
             if reason is None and rules.limit is not None and found >= rules.limit:
                 reason = "over the discovery limit"
             if reason:
@@ -74,6 +74,13 @@ def select(manifest: Manifest, analysis: ProjectAnalysis) -> Selection:
             seen.add(fn.key)
             chosen.append(Candidate(fn))
     return Selection(tuple(chosen), tuple(unresolved), dict(rejected))
+
+
+def test_code_paths(test_paths: list[str] | tuple[str, ...], include: list[str] | tuple[str, ...]) -> list[str]:
+    """The test paths whose code is all test code: not a package the discovery globs look inside (a project
+    whose `testpaths` names its package, for its doctests, still has its functions discovered)."""
+    return [tp for tp in test_paths
+            if tp.endswith(".py") or not any(g.startswith(tp.rstrip("/") + "/") for g in include)]
 
 
 def rejection(fn: FunctionInfo, rules: Discovery, test_paths: list[str] | tuple[str, ...] = ()) -> str | None:
@@ -88,7 +95,7 @@ def rejection(fn: FunctionInfo, rules: Discovery, test_paths: list[str] | tuple[
         return "interface or abstract method"
     if is_deprecated(fn):
         return "deprecated"
-    if not is_english(fn.docstring):
+    if not rules.undocumented and not is_english(fn.docstring):
         return "no English docstring"
     if fn.body_lines < rules.min_body_lines:
         return f"body shorter than {rules.min_body_lines} lines"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -51,45 +52,63 @@ def parallel(fn: Callable[[TaskTests], Verification], todo: list[TaskTests], job
 
 class Meter:
     """Progress of the verification: a rich bar on a terminal, otherwise a line every few tasks or seconds
-    (e.g. `calc: 12/40 tasks done (9 verified, 3 weak) 0:01:10`) and one at the end."""
+    (e.g. `calc: 12/40 tasks done (9 verified, 3 weak) 0:01:10`) and one at the end. The seconds are kept by a
+    clock of its own, so a line comes also while a long task holds every slot."""
 
-    def __init__(self, project: str, total: int, done: Counter, enabled: bool):
+    def __init__(self, project: str, total: int, done: Counter, enabled: bool, *, unit: str = "tasks",
+                 every_seconds: float = LINE_EVERY_SECONDS, console: Console | None = None):
         self.project, self.total, self.counts, self.enabled = project, total, done, enabled
+        self.unit, self.every, self.console = unit, every_seconds, console or err
         self.started = self.last_line = time.monotonic()
         self.last_done = sum(done.values())
         self.bar: Progress | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._clock: threading.Thread | None = None
 
     def __enter__(self) -> Meter:
-        if self.enabled and err.is_terminal:
+        if self.enabled and self.console.is_terminal:
             self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                TimeElapsedColumn(), console=err, transient=False)
+                                TimeElapsedColumn(), console=self.console, transient=False)
             self.bar.start()
-            self.bar_id = self.bar.add_task(f"{self.project}: verify tasks", total=self.total,
+            self.bar_id = self.bar.add_task(f"{self.project}: verify {self.unit}", total=self.total,
                                             completed=self.last_done)
         elif self.enabled:
             self.line()
+            self._clock = threading.Thread(target=self._tick, name="coderun-progress", daemon=True)
+            self._clock.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._clock is not None:
+            self._clock.join()
         if self.bar is not None:
             self.bar.stop()
         elif self.enabled and sum(self.counts.values()) != self.last_done:
             self.line()
 
+    def _tick(self) -> None:
+        while not self._stop.wait(min(1.0, self.every / 4)):
+            if time.monotonic() - self.last_line >= self.every:
+                self.line()
+
     def advance(self, status: str) -> None:
-        self.counts[status] += 1
+        with self._lock:
+            self.counts[status] += 1
         if self.bar is not None:
             self.bar.advance(self.bar_id)
             return
         done = sum(self.counts.values())
         if self.enabled and (done - self.last_done >= LINE_EVERY_TASKS or done == self.total
-                             or time.monotonic() - self.last_line >= LINE_EVERY_SECONDS):
+                             or time.monotonic() - self.last_line >= self.every):
             self.line()
 
     def line(self) -> None:
-        done = sum(self.counts.values())
-        self.last_done, self.last_line = done, time.monotonic()
-        elapsed = int(self.last_line - self.started)
-        parts = ", ".join(f"{n} {k}" for k, n in sorted(self.counts.items(), key=lambda kv: -kv[1]))
-        err.print(f"{self.project}: {done}/{self.total} tasks done{f' ({parts})' if parts else ''} "
-                   f"{elapsed // 3600}:{elapsed // 60 % 60:02d}:{elapsed % 60:02d}", highlight=False)
+        with self._lock:
+            done = sum(self.counts.values())
+            self.last_done, self.last_line = done, time.monotonic()
+            elapsed = int(self.last_line - self.started)
+            parts = ", ".join(f"{n} {k}" for k, n in sorted(self.counts.items(), key=lambda kv: -kv[1]))
+            self.console.print(f"{self.project}: {done}/{self.total} {self.unit} done{f' ({parts})' if parts else ''} "
+                               f"{elapsed // 3600}:{elapsed // 60 % 60:02d}:{elapsed % 60:02d}", highlight=False)

@@ -23,14 +23,18 @@ from coderun.errors import TaskError
 from coderun.manifests.schema import Manifest
 from coderun.records import RigorSummary, Task, TaskInputs, TaskStatus
 from coderun.rigor.record import Recording, record_calls
+from coderun.rigor.trivial import bodies_for
+from coderun.runner.grade import differential_failure
+from coderun.runner.splice import blank_body
 from coderun.tasks import inputs as plan
 from coderun.tasks import store
 from coderun.tasks.discovery import Candidate
 from coderun.tasks.parallel import Meter, err, parallel
 from coderun.tasks.sandbox_runs import sandbox_tests
 
-# (nodeids, payload, budget, configuration) -> (outcomes per test, the differential record or None)
-Observe = Callable[[list[str], str, float, str], tuple[dict[str, str], "dict | None"]]
+# (nodeids, payload, budget, configuration, the task's file with another body or None: the original)
+#   -> (outcomes per test, the differential record or None)
+Observe = Callable[[list[str], str, float, str, "tuple[str, str] | None"], tuple[dict[str, str], "dict | None"]]
 
 
 def task_inputs(task: Task, recorded: Recording | None, observe: Observe) -> tuple[TaskInputs | None, RigorSummary]:
@@ -42,7 +46,7 @@ def task_inputs(task: Task, recorded: Recording | None, observe: Observe) -> tup
         return None, base.model_copy(update={"note": _why_none(base)})
     conf = task.runs()[0]
     outcomes, record = observe(list(conf.tests), plan.explore_payload(task, [c.input for c in recorded.calls]),
-                               plan.EXPLORE_BUDGET, conf.name)
+                               plan.EXPLORE_BUDGET, conf.name, None)
     problem = _problem(conf.tests, outcomes, record)
     if problem:
         return None, base.model_copy(update={"note": f"exploring the original: {problem}"})
@@ -56,7 +60,7 @@ def task_inputs(task: Task, recorded: Recording | None, observe: Observe) -> tup
     limit = plan.check_limit(expected)
     target = plan.target(task)
     payload = plan.check_payload(target, [c["input"] for c in chosen], limit, plan.CHECK_BUDGET)
-    outcomes, record = observe(list(conf.tests), payload, plan.CHECK_BUDGET, conf.name)
+    outcomes, record = observe(list(conf.tests), payload, plan.CHECK_BUDGET, conf.name, None)
     problem = _problem(conf.tests, outcomes, record)
     again = None if problem else record.get("observations")
     keep = [c for c, ok in zip(chosen, plan.confirmed(expected, again), strict=True) if ok]
@@ -69,6 +73,30 @@ def task_inputs(task: Task, recorded: Recording | None, observe: Observe) -> tup
     return TaskInputs(task_id=task.task_id, target=target, inputs=[c["input"] for c in keep],
                       expected=[c["obs"] for c in keep], origins=[str(c.get("origin") or "recorded") for c in keep],
                       limit=limit, budget=plan.CHECK_BUDGET), summary
+
+
+def trivial_through(task: Task, inputs: TaskInputs | None, recorded: Recording | None, observe: Observe,
+                    original: str) -> list[str]:
+    """Of the trivial bodies that pass the task's tests (`trivial_passes`), those pass+ lets through too: each
+    runs the tests and then the differential step on the task's inputs (all of them without inputs)."""
+    if not task.trivial_passes or inputs is None:
+        return list(task.trivial_passes)
+    decorators = [line.strip() for line in task.source.splitlines() if line.strip().startswith("@")]
+    statements = dict(bodies_for(task.signature, task.class_name, decorators,
+                                 [c.obs for c in recorded.calls] if recorded else []))
+    conf = task.runs()[0]
+    payload = plan.check_payload(inputs.target, inputs.inputs, inputs.limit, inputs.budget)
+    through = []
+    for name in task.trivial_passes:
+        if name not in statements:   # the body verification ran cannot be made again: not shown caught
+            through.append(name)
+            continue
+        body = blank_body(original, task.qualname, lineno=task.lineno, statement=statements[name])
+        outcomes, record = observe(list(conf.tests), payload, inputs.budget, conf.name, (task.file, body))
+        passed = all(outcomes.get(n) == "passed" for n in conf.tests)
+        if passed and differential_failure(inputs, record) is None:
+            through.append(name)
+    return through
 
 
 def _problem(tests: list[str], outcomes: dict[str, str], record: dict | None) -> str:
@@ -91,20 +119,27 @@ def _why_none(summary: RigorSummary) -> str:
 
 
 def project_inputs(tasks: list[Task], recorded: dict[str, Recording], observe: Observe, jobs: int,
-                   say: Callable[[str], None], progress: bool, project: str) -> tuple[list[Task], list[TaskInputs]]:
-    """Every benchmark task's inputs, `jobs` tasks at a time: the tasks with their summaries set, and the
-    inputs of those that have some."""
+                   say: Callable[[str], None], progress: bool, project: str, tree: Path
+                   ) -> tuple[list[Task], list[TaskInputs]]:
+    """Every benchmark task's inputs, `jobs` tasks at a time, and which of the trivial bodies that pass its
+    tests pass+ lets through (`tree`: the pristine project): the tasks with their summaries and
+    `trivial_plus_passes` set, and the inputs of those that have some."""
     todo = [t for t in tasks if t.status in (TaskStatus.VERIFIED, TaskStatus.WEAK) and t.tests]
-    summaries: dict[str, RigorSummary] = {}
+    updates: dict[str, dict] = {}
     found: list[TaskInputs] = []
+
+    def one(t: Task) -> tuple[TaskInputs | None, RigorSummary, list[str]]:
+        inputs, summary = task_inputs(t, recorded.get(t.task_id), observe)
+        original = (tree / t.file).read_text(encoding="utf-8") if t.trivial_passes and inputs else ""
+        return inputs, summary, trivial_through(t, inputs, recorded.get(t.task_id), observe, original)
+
     with Meter(f"{project} pass+", len(todo), Counter(), progress) as meter:
-        for task, (inputs, summary) in parallel(lambda t: task_inputs(t, recorded.get(t.task_id), observe),
-                                                todo, jobs, say):
-            summaries[task.task_id] = summary
+        for task, (inputs, summary, through) in parallel(one, todo, jobs, say):
+            updates[task.task_id] = {"rigor": summary, "trivial_plus_passes": through}
             if inputs is not None:
                 found.append(inputs)
             meter.advance("inputs" if inputs is not None else "none")
-    updated = [t.model_copy(update={"rigor": summaries[t.task_id]}) if t.task_id in summaries else t for t in tasks]
+    updated = [t.model_copy(update=updates[t.task_id]) if t.task_id in updates else t for t in tasks]
     return updated, found
 
 
@@ -130,7 +165,8 @@ def build_rigor(manifest: Manifest, settings: Settings, backend: str = "local", 
     durations = {n: d for t in tasks for n, d in t.test_durations.items()}
     notes: list[str] = []
     with sandbox_tests(manifest, settings, backend, env, logs, durations, jobs, notes) as runner:
-        tasks, inputs = project_inputs(tasks, recorded, runner.observe, jobs, say, progress, manifest.name)
+        tasks, inputs = project_inputs(tasks, recorded, runner.observe, jobs, say, progress, manifest.name,
+                                       env.checkout.path)
     store.save_rigor(settings, manifest.name, tasks, inputs)
     return {t.task_id: t.rigor for t in tasks if t.rigor is not None}
 

@@ -104,8 +104,10 @@ class SandboxTests:
         ev = self.evidence(relfile, new_source, nodeids, first_failure=first_failure, configuration=configuration)
         return {t.nodeid: t.outcome for t in ev.outcomes}
 
-    def observe(self, nodeids: list[str], differential: str, budget: float, configuration: str = ""
-                ) -> tuple[dict[str, str], dict | None]:
-        ev = self.evidence(None, None, nodeids, configuration=configuration, differential=differential,
+    def observe(self, nodeids: list[str], differential: str, budget: float, configuration: str = "",
+                source: tuple[str, str] | None = None) -> tuple[dict[str, str], dict | None]:
+        """`source`: (file, text) replacing the original's file (a trivial body), else the pristine tree."""
+        relfile, text = source or (None, None)
+        ev = self.evidence(relfile, text, nodeids, configuration=configuration, differential=differential,
                            extra_time=budget)
         return {t.nodeid: t.outcome for t in ev.outcomes}, ev.differential

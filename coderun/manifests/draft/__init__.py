@@ -51,5 +51,9 @@ class Builder(PythonGuess, TestsGuess, InstallGuess, DraftContext):
         if install:
             data["install"] = install
         data["tests"] = tests
-        data["tasks"] = {"discover": self.discovery(import_root, tests.get("paths", []))}
+        discover = self.discovery(import_root, tests.get("paths", []))
+        if self.undocumented:
+            discover["undocumented"] = True
+            self.note("tasks", "undocumented: functions without a docstring are candidates too (--undocumented)")
+        data["tasks"] = {"discover": discover}
         return data

@@ -22,6 +22,7 @@ class Probes:
 
     has_python: Callable[[int], bool]    # an interpreter for Python 3.<minor> is on PATH
     on_index: Callable[[str], bool]      # pip's package index has this requirement's distribution
+    release_count: Callable[[str], int] = lambda name: 0  # how many releases the index has of a distribution
 
 
 @dataclass
@@ -31,6 +32,8 @@ class DraftContext:
     warnings: list[str]
     probes: Probes
     as_of: tuple[dt.date, str] | None = None
+    python: str | None = None     # --python: the user's choice over the evidence
+    undocumented: bool = False    # --undocumented: functions without docstrings are candidates too
     notes: dict[str, list[str]] = field(default_factory=dict)
 
     def note(self, section: str, text: str) -> None:
@@ -39,15 +42,20 @@ class DraftContext:
     # -- layout ------------------------------------------------------------------------------------
 
     def import_root(self) -> str:
+        root, why = self.find_import_root()
+        if why:
+            self.note("import_root", why)
+        return root
+
+    def find_import_root(self) -> tuple[str, str]:
+        """(the directory the packages live in, why), without a note."""
         pdir = self.meta.package_dir
         if pdir and (self.tree / pdir).is_dir():
-            self.note("import_root", f"the packages live in {pdir}/ (package_dir)")
-            return pdir
+            return pdir, f"the packages live in {pdir}/ (package_dir)"
         src = self.tree / "src"
         if src.is_dir() and any((d / "__init__.py").is_file() or d.suffix == ".py" for d in src.iterdir()):
-            self.note("import_root", "src layout: the packages live in src/")
-            return "src"
-        return "."
+            return "src", "src layout: the packages live in src/"
+        return ".", ""
 
     def packages(self, import_root: str) -> tuple[list[str], list[str]]:
         """(package directories, top-level modules) at the import root, relative to the tree."""
@@ -70,8 +78,8 @@ class DraftContext:
         pkgs, mods = self.packages(import_root)
         include = [g for p in pkgs for g in (f"{p}/*.py", f"{p}/**/*.py")] or mods
         exclude = []
-        for t in test_paths:
-            if any(t == p or t.startswith(p + "/") for p in pkgs + mods):
+        for t in test_paths:  # a test path that is a package itself (its doctests) stays discovered
+            if any(t.startswith(p + "/") for p in pkgs) or t in mods:
                 exclude += [t, f"{t}/**"] if (self.tree / t).is_dir() else [t]
         self.note("tasks", "functions are discovered in the project's own packages, not its tests")
         out: dict[str, object] = {"include": include}

@@ -22,6 +22,9 @@ _PY_RELEASED = {6: dt.date(2016, 12, 23), 7: dt.date(2018, 6, 27), 8: dt.date(20
                 12: dt.date(2023, 10, 2), 13: dt.date(2024, 10, 7)}
 
 
+_PRERELEASE = re.compile(r"\d(\.\d+)*[-.]?(alpha|beta|rc|dev|a\d|b\d)", re.I)
+
+
 def _braces(text: str) -> list[str]:
     """tox's {a,b} expansion of an envlist entry."""
     m = re.search(r"\{([^{}]*)\}", text)
@@ -59,6 +62,8 @@ def _walk_ci(node: object, found: set[int], key: str) -> None:
     elif key in ("python-version", "python_version", "python-versions", "python", "pythonversion", "image",
                  "toxenv", "tox-env", "version"):
         text = f"{node:.2f}".rstrip("0") if isinstance(node, float) else str(node)
+        if _PRERELEASE.search(text):  # "3.12.0-alpha.1", "3.13-dev": not a version the project supports yet
+            return
         for m in re.finditer(r"(?:^|[^\d.])(?:py|python:?)?3\.?(\d{1,2})(?![\d])", text):
             if key in ("image", "toxenv", "tox-env") and not re.search(r"py|python", text):
                 continue
@@ -68,6 +73,9 @@ def _walk_ci(node: object, found: set[int], key: str) -> None:
 
 class PythonGuess(DraftContext):
     def python_version(self) -> str:
+        if self.python:
+            self.note("python", f"{self.python}: given with --python")
+            return self.python
         listed: set[int] = set()
         for c in self.meta.classifiers:
             m = re.fullmatch(r"Programming Language :: Python :: 3\.(\d+)", c.strip())

@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 
 from coderun.manifests.draft.configfiles import cfg_lines, read_cfg
@@ -97,3 +98,62 @@ def dedupe(reqs: Iterable[str], skip: Iterable[str] = ()) -> list[str]:
             seen.add(k)
             out.append(r)
     return out
+
+
+# What coderun's harness runs with (coderun.envs.resolve.TOOLING): a pin that excludes every such release is
+# replaced. Releases of each series that the check tries.
+_HARNESS = {"pytest": ("pytest>=4.6", "coderun runs the tests with pytest 4.6 or later",
+                       ("4.6.11", "5.4.3", "6.2.5", "7.4.4", "8.3.5")),
+            "coverage": ("coverage>=5", "coderun maps tests to functions with coverage 5 or later",
+                         ("5.5", "6.5.0", "7.6.1")),
+            "pytest-cov": ("pytest-cov", "its old releases need a coverage older than coderun's", ())}
+
+
+def harness_compatible(req: str) -> tuple[str, str | None]:
+    """(`req`, None), or a requirement coderun's harness can run with and why `req` was replaced."""
+    key = dist_key(req)
+    if key not in _HARNESS:
+        return req, None
+    replacement, why, series = _HARNESS[key]
+    try:
+        spec = Requirement(req).specifier
+    except InvalidRequirement:
+        return req, None
+    if not str(spec):
+        return req, None
+    if series and any(spec.contains(v) for v in series):
+        return req, None
+    return replacement, why
+
+
+_EXTRAS_IN_COMMAND = re.compile(r"""(?:pip\s+install|session\.install\(|uv\s+pip\s+install)[^\n]*?["']?\.\[([\w,\s-]+)\]""")
+
+
+def named_extras(tree: Path) -> tuple[list[str], list[str]]:
+    """(extras, the files naming them) that tox (`extras =`), nox (`session.install(".[x]")`) or the CI
+    configuration (`pip install .[x]`) install with the project for its tests."""
+    found: dict[str, None] = {}
+    where: list[str] = []
+    cfg = read_cfg(tree / "tox.ini") if (tree / "tox.ini").is_file() else None
+    if cfg is not None:
+        names = [re.sub(r"^[\w{},.!-]+:\s*", "", x) for sec in cfg.sections() if sec == "testenv"
+                 or sec.startswith("testenv:") and re.search(r"py|test|unit", sec)
+                 for x in cfg_lines(cfg.get(sec, "extras", fallback="")) if "{" not in x]
+        if names:
+            found.update(dict.fromkeys(names))
+            where.append("tox.ini")
+    files = [tree / "noxfile.py", *sorted((tree / ".github" / "workflows").glob("*.y*ml")), tree / ".travis.yml"]
+    for f in files:
+        if not f.is_file():
+            continue
+        text = f.read_text(encoding="utf-8", errors="replace")
+        if f.suffix != ".py":
+            try:
+                yaml.safe_load(text)
+            except yaml.YAMLError:
+                continue
+        names = [e.strip() for m in _EXTRAS_IN_COMMAND.finditer(text) for e in m.group(1).split(",") if e.strip()]
+        if names:
+            found.update(dict.fromkeys(names))
+            where.append(f.relative_to(tree).as_posix())
+    return list(found), where

@@ -84,8 +84,10 @@ def defines_tests(path: Path) -> bool:
     return False
 
 
-def unconditional_imports(path: Path) -> list[str]:
-    """Modules imported unconditionally (imports under try/if are optional, so they are left out)."""
+def unconditional_imports(path: Path, *, in_functions: bool = True) -> list[str]:
+    """Modules imported unconditionally (imports under try/if are optional, so they are left out); without
+    `in_functions`, only those that importing the module runs (pytest collects a file by importing it, so an
+    import inside a function fails that test alone, when it runs)."""
     module = _parse(path)
     if module is None:
         return []
@@ -95,6 +97,8 @@ def unconditional_imports(path: Path) -> list[str]:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, (ast.Try, ast.If)) or (sys.version_info >= (3, 11) and
                                                          isinstance(child, getattr(ast, "TryStar", ast.Try))):
+                continue
+            if not in_functions and isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
                 continue
             if isinstance(child, ast.Import):
                 out.extend(a.name for a in child.names)

@@ -3,9 +3,11 @@ settings, and the distributions the tests import."""
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import shlex
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from coderun.manifests.draft.configfiles import cfg_lines, pytest_ini, read_cfg, words
@@ -31,24 +33,15 @@ _PLUGIN_OPTS = {"-n": "pytest-xdist", "--numprocesses": "pytest-xdist", "--dist"
 _PLUGIN_INI = {"asyncio_mode": "pytest-asyncio", "django_settings_module": "pytest-django",
                "timeout": "pytest-timeout", "env": "pytest-env", "mock_use_standalone_module": "pytest-mock",
                "trio_mode": "pytest-trio", "mpl-baseline-path": "pytest-mpl"}
-# Import names whose distribution is named differently.
-_DIST_OF = {"yaml": "PyYAML", "dateutil": "python-dateutil", "attr": "attrs", "PIL": "Pillow",
-            "bs4": "beautifulsoup4", "sklearn": "scikit-learn", "cv2": "opencv-python", "jwt": "PyJWT",
-            "Crypto": "pycryptodome", "dns": "dnspython", "magic": "python-magic", "serial": "pyserial",
-            "zmq": "pyzmq", "git": "GitPython", "pkg_resources": "setuptools", "OpenSSL": "pyOpenSSL",
-            "jose": "python-jose", "docx": "python-docx", "slugify": "python-slugify", "ruamel": "ruamel.yaml",
-            "_pytest": "pytest", "google": "protobuf", "typing_extensions": "typing-extensions",
-            "multipart": "python-multipart", "markdown": "Markdown", "jinja2": "Jinja2", "flask": "Flask",
-            "werkzeug": "Werkzeug", "sqlalchemy": "SQLAlchemy", "MySQLdb": "mysqlclient", "psycopg2": "psycopg2-binary",
-            "nacl": "PyNaCl", "factory": "factory_boy", "django": "Django", "rest_framework": "djangorestframework", "socks": "PySocks", "win32api": "pywin32", "tomli_w": "tomli-w"}
+_PYTEST_7 = dt.date(2022, 2, 3)  # pytest 7.0: the `pythonpath` setting
 # Test directories that need servers, a network or long timings (tox's `unit` environment leaves them out).
 _SERVICE_SUITES = re.compile(r"(integration|integration_tests|functional|e2e|end_to_end|system|acceptance|"
                              r"perf|performance|benchmarks?|load|stress|live|smoke)(_tests?)?", re.I)
 
 
 class TestsGuess(DraftContext):
-    def tests_section(self, import_root: str) -> tuple[dict, list[str], dict[str, list[str]]]:
-        """(tests section, pytest plugins the configuration needs, distributions the tests import)."""
+    def tests_section(self, import_root: str) -> tuple[dict, list[str], Imports]:
+        """(tests section, pytest plugins the configuration needs, third-party modules the tests import)."""
         ini, ini_file = pytest_ini(self.tree)
         paths = self.test_paths(ini, ini_file, import_root)
         files = [f for p in paths for f in py_files(self.tree / p)]
@@ -66,6 +59,7 @@ class TestsGuess(DraftContext):
         else:
             self.warnings.append("no test directory or test files found; set tests.paths by hand")
         args, reqs = self.pytest_args(ini, ini_file, test_files, paths)
+        args += self.sibling_path(test_files, ini, reqs)
         needy = self.suites_needing_services(paths)
         if needy:
             args += [f"--ignore={d}" for d in needy]
@@ -74,7 +68,7 @@ class TestsGuess(DraftContext):
             files = [f for f in files if not any(f.is_relative_to(self.tree / d) for d in needy)]
         if args:
             tests["args"] = args
-        imported = self.test_imports(files, import_root)
+        imported = self.imports_of(files, import_root)
         django = self.django_settings(ini, files, import_root)
         if django:
             tests["env"] = {"DJANGO_SETTINGS_MODULE": django}
@@ -106,13 +100,39 @@ class TestsGuess(DraftContext):
         inner += [f"{p}/{f}" for p in pkgs for f in ("tests.py", "test.py") if (self.tree / p / f).is_file()]
         if inner:
             return inner
-        top = [p.name for p in sorted(self.tree.glob("*.py")) if is_test_name(p.name) and test_kind(p)]
+        top = [p.name for p in sorted(self.tree.glob("*.py"))  # a suite may be one test.py at the root
+               if (is_test_name(p.name) or p.name in ("test.py", "tests.py")) and test_kind(p)]
         if top:
             return top
         # Tests spread through the package itself (zope style: pkg/tests/ deeper down).
         spread = sorted({f.parent.relative_to(self.tree).as_posix() for p in pkgs
                          for f in (self.tree / p).rglob("test*.py") if test_kind(f)})
         return pkgs if spread else []
+
+    def sibling_path(self, test_files: list[Path], ini: dict, reqs: list[str]) -> list[str]:
+        """pytest arguments that put test packages on sys.path whose modules import a sibling helper by its
+        bare name (`from testlib import x`, as `python -m unittest` run in that folder finds it); pytest only
+        puts a test directory there when it is not a package."""
+        dirs = []
+        for f in test_files:
+            d = f.parent
+            if not (d / "__init__.py").is_file() or d == self.tree:
+                continue
+            tops = {m.split(".")[0] for m in unconditional_imports(f, in_functions=False)}
+            if any((d / f"{t}.py").is_file() or (d / t / "__init__.py").is_file() for t in tops) \
+                    and d.relative_to(self.tree).as_posix() not in dirs:
+                dirs.append(d.relative_to(self.tree).as_posix())
+        if not dirs or ini.get("pythonpath"):
+            return []
+        if self.as_of is None or self.as_of[0] >= _PYTEST_7:
+            self.note("tests", f"{', '.join(dirs)}: test modules import helpers beside them by bare name; pytest "
+                      "puts the folder on sys.path (pythonpath, pytest 7)")
+            return ["-o", f"pythonpath={' '.join(dirs)}"]
+        reqs.append("pytest-pythonpath")
+        self.note("tests", f"{', '.join(dirs)}: test modules import helpers beside them by bare name; the folder "
+                  "goes on sys.path through pytest-pythonpath (the pytest of the project's time predates "
+                  "pytest 7's pythonpath)")
+        return ["-o", f"python_paths={' '.join(dirs)}"]
 
     def suites_needing_services(self, paths: list[str]) -> list[str]:
         """Directories under the test paths whose names say they need more than the code (a server, time)."""
@@ -219,26 +239,36 @@ class TestsGuess(DraftContext):
         self.note("tests", f"the tests use Django: settings module {module}, run with pytest-django")
         return module
 
-    def test_imports(self, files: list[Path], import_root: str) -> dict[str, list[str]]:
-        """Distributions the tests import unconditionally (the local ones left out), and the files that do."""
+    def imports_of(self, files: list[Path], import_root: str) -> Imports:
+        """Third-party modules `files` import unconditionally (the project's own and the local ones left out),
+        and the files that do; namespace packages by their two first parts (`zope.interface`)."""
         # Importable without installing: what sits at the roots, and modules beside tests in plain directories
         # (pytest puts such a directory on sys.path).
-        roots = {self.tree, self.tree / import_root} | {f.parent for f in files if not (f.parent / "__init__.py").is_file()}
+        roots = {self.tree, self.tree / import_root} | {f.parent for f in files}  # helpers beside tests too
         local = {p.stem if p.suffix == ".py" else p.name for r in roots for p in r.iterdir()}
         pkgs, mods = self.packages(import_root)
         own = {Path(p).name for p in pkgs} | {Path(m).stem for m in mods}
-        stdlib = set(sys.stdlib_module_names) | {"__future__"}
-        wanted: dict[str, list[str]] = {}
+        # The standard library, and what every venv's tooling brings (setuptools' pkg_resources, pip).
+        stdlib = set(sys.stdlib_module_names) | {"__future__", "pkg_resources", "setuptools", "pip", "distutils"}
+        found = Imports({}, {})
         for f in files:
+            collected = set(unconditional_imports(f, in_functions=False))
             for mod in unconditional_imports(f):
                 top = mod.split(".")[0]
                 if top in stdlib or top in own or top in local or top.startswith("_") and top != "_pytest":
                     continue
-                dist = ".".join(mod.split(".")[:2]) if top in NAMESPACES and "." in mod else _DIST_OF.get(top, top)
+                name = ".".join(mod.split(".")[:2]) if top in NAMESPACES and "." in mod else top
                 rel = f.relative_to(self.tree).as_posix()
-                if rel not in wanted.setdefault(dist, []):
-                    wanted[dist].append(rel)
-        return wanted
+                for into in (found.anywhere, *([found.at_import] if mod in collected else [])):
+                    if rel not in into.setdefault(name, []):
+                        into[name].append(rel)
+        return found
+
+
+@dataclass(frozen=True)
+class Imports:
+    anywhere: dict[str, list[str]]   # module -> files importing it unconditionally, in functions too
+    at_import: dict[str, list[str]]  # module -> files importing it when they are imported (pytest collects)
 
 
 def _warning_filters(ini: dict) -> list[str]:

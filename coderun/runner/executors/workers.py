@@ -152,15 +152,17 @@ class Worker:
 
     def _launch(self, harness: str) -> _Channel:
         marker = f"CODERUN_WORKER={uuid.uuid4().hex}"
-        cfg = {"source": self.spec.project_dir, "harness": harness, "import_root": self.spec.import_root,
-               "marker": marker, "base_env": {"PATH": self._path(), **_BASE_ENV}}
+        cfg = {"harness": harness, "import_root": self.spec.import_root, "marker": marker,
+               "base_env": {"PATH": self._path(), **_BASE_ENV}}
         layout = self.sandbox.worker_layout()
         cfg.update(layout.config())
         name, value = marker.split("=")
         env = {**cfg["base_env"], **self.sandbox.with_services(self.env), name: value,
                "HOME": layout.home, "TMPDIR": layout.home}
         argv = [self.spec.python, f"{harness}/{WORKER_MODULE}.py", json.dumps(cfg)]
-        return _Channel(self.sandbox.start_process(argv, env=env, marker=marker))
+        channel = _Channel(self.sandbox.start_process(argv, env=env, marker=marker))
+        channel.send_tree(_pristine_tree(self.sandbox))
+        return channel
 
     def _path(self) -> str:
         return f"{os.path.dirname(self.spec.python)}:/usr/local/bin:/usr/bin:/bin"
@@ -202,6 +204,21 @@ class Worker:
         self.started = False
 
 
+_trees: dict[tuple[str, str, str | None], bytes] = {}   # the trees of the projects under way, read once
+_trees_lock = threading.Lock()
+_TREES_KEPT = 4
+
+
+def _pristine_tree(sandbox: Sandbox) -> bytes:
+    key = (sandbox.spec.project, sandbox.spec.project_dir, sandbox.spec.image)
+    with _trees_lock:
+        if key not in _trees:
+            while len(_trees) >= _TREES_KEPT:  # units of a project run together: the oldest is done
+                del _trees[next(iter(_trees))]
+            _trees[key] = sandbox.pristine_tree()
+        return _trees[key]
+
+
 class _Channel:
     """JSON lines to and from a worker over its SandboxProcess; WorkerLost at EOF or at the deadline."""
 
@@ -226,6 +243,13 @@ class _Channel:
             self.process.send(protocol.encode(msg))
         except OSError as e:
             raise WorkerLost(f"cannot write to the worker: {e}") from None
+
+    def send_tree(self, tree: bytes) -> None:
+        """The pristine tree, the worker's first message (see coderun_protocol.tree_header)."""
+        try:
+            self.process.send(protocol.encode(protocol.tree_header(len(tree))) + tree)
+        except OSError as e:
+            raise WorkerLost(f"cannot write the project tree to the worker: {e}") from None
 
     def close(self) -> None:
         self.process.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from coderun.errors import TaskError
+from coderun.runner.splice.docstring import keep_original_docstring
 from coderun.runner.splice.extract import prepare_sample
 from coderun.runner.splice.nodes import (
     find_original,
@@ -47,14 +48,14 @@ def _shifted(offset: int, edits: list[_Edit]) -> int:
                         and (e.start < offset or e.start == e.end))
 
 
-def splice(original_file_source: str, target_qualname: str, sample_code: str, *,
-           python: tuple[int, int] | None = None, lineno: int | None = None) -> SpliceResult:
+def splice(original_file_source: str, target_qualname: str, sample_code: str, *, python: tuple[int, int] | None
+           = None, lineno: int | None = None, keep_docstring: bool = False) -> SpliceResult:
     """Replace the definition of `target_qualname` in a file by the sample's definition.
 
-    `python` is the target interpreter's (major, minor), used to reject syntax it does not have;
-    `lineno` picks one of several definitions of the same name (a property's getter and setter).
-    Raises TaskError when the original file has no such function (a task problem, not the sample's).
-    """
+    `python` is the target interpreter's (major, minor), used to reject syntax it does not have; `lineno` picks
+    one of several definitions of the same name (a property's getter and setter); `keep_docstring`: the original's
+    docstring replaces the sample's (its doctests are the task's: `Task.own_doctests`). Raises TaskError when
+    the original file has no such function (a task problem, not the sample's)."""
     data = original_file_source.encode("utf-8")
     orig_root = parse_tree(data)
     target = find_original(orig_root, target_qualname, lineno)
@@ -71,6 +72,8 @@ def splice(original_file_source: str, target_qualname: str, sample_code: str, *,
     function_code = statement_text(prep, sample_node, prefix, rows, make_async)
     plan = plan_helpers(prep, target, orig_root)
     notes = prep.notes + plan.notes
+    if keep_docstring:
+        function_code = keep_original_docstring(function_code, prefix, target.func, notes)
     if make_async:
         notes.append("made the sample async: the original is async")
 

@@ -26,11 +26,3 @@ def test_single_line_is_unchanged():
     assert Shell.oneline("uname -a") == "uname -a"
     assert Shell.oneline("   uname -a   \n") == "uname -a"
 
-
-def test_relative_indentation_is_kept():
-    script = """
-        for f in *; do
-            echo $f
-        done
-    """
-    assert Shell.oneline(script, "\n") == "for f in *; do\n    echo $f\ndone"

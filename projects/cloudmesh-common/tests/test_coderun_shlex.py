@@ -2,7 +2,8 @@
 
 Written for the benchmark from the function's docstring (a multi-platform shlex.split: 'this' picks the
 current platform, 1 is POSIX, 0 is Windows/CMD, other values are reserved) and from the standard
-library's shlex.split, which the POSIX mode follows for plain words, quotes and escapes.
+library's shlex.split, which the POSIX mode follows for plain words, quotes and escapes. What the docstring
+leaves open is not tested: shell operators (`a&&b`) and the reserved platform values.
 """
 
 import shlex
@@ -27,12 +28,6 @@ def test_this_platform_is_posix_here():
     assert split("  padded   words  ") == ["padded", "words"]
 
 
-def test_posix_operators_are_their_own_arguments():
-    assert split("a&&b", 1) == ["a", "&&", "b"]
-    assert split("ls -l | grep x > out.txt", 1) == ["ls", "-l", "|", "grep", "x", ">", "out.txt"]
-    assert split("cmd 2>err", 1) == ["cmd", "2>", "err"]
-
-
 def test_posix_empty_quotes_are_an_empty_argument():
     assert split('x ""', 1) == ["x", ""]
     assert split("", 1) == []
@@ -46,8 +41,3 @@ def test_posix_incomplete_quote_is_an_error():
 def test_windows_keeps_backslashes_and_doubled_quotes():
     assert split('a "b c" d', 0) == ["a", "b c", "d"]
     assert split(r'C:\dir\x.exe "a ""q"" b"', 0) == [r"C:\dir\x.exe", 'a "q" b']
-
-
-def test_unknown_platform_is_rejected():
-    with pytest.raises(AssertionError):
-        split("a", 2)

@@ -41,10 +41,3 @@ def test_any_iterable(dictsum):
 
 def test_one_dictionary(dictsum):
     assert dictsum([{"a": 1, "b": -2}]) == {"a": 1, "b": -2}
-
-
-def test_returns_a_new_dictionary(dictsum):
-    first, second = {"a": 1, "b": 2}, {"a": 5, "b": 0}
-    result = dictsum([first, second])
-    assert result is not first and result is not second
-    assert first == {"a": 1, "b": 2} and second == {"a": 5, "b": 0}

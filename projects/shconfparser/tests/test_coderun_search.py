@@ -21,7 +21,7 @@ class TestGetPattern:
         assert not p.match("hostname R1")
 
     def test_surrounding_spaces_are_stripped_by_default(self):
-        p = Search().get_pattern("  hostname R1 \n")
+        p = Search().get_pattern("  hostname R1  ")
         assert p.pattern == "hostname R1"
         assert p.match("hostname R1")
 

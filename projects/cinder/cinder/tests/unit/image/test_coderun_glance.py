@@ -28,9 +28,6 @@ class TestParseImageRef(unittest.TestCase):
     def test_ipv6_netloc_is_kept_as_written(self):
         self.assertEqual(('img', '[::1]:444', True), glance._parse_image_ref('https://[::1]:444/img'))
 
-    def test_bare_image_id(self):
-        self.assertEqual(('5a4e9b0c', '', False), glance._parse_image_ref('5a4e9b0c'))
-
     def test_other_schemes_do_not_use_ssl(self):
         self.assertFalse(glance._parse_image_ref('ftp://h/img')[2])
         self.assertFalse(glance._parse_image_ref('HTTP://h/img')[2])

@@ -3,8 +3,10 @@
 test_monochromator.py cannot be imported at this commit (its device classes define __init__, which
 concert.base.AsyncType rejects since the async port), so its test_center never runs. This file compiles the
 module's imports and the one method from test_monochromator.py as it stands (a sample spliced into it
-included), keeping the file name and line numbers, and checks what test_center relies on: a Gaussian
-profile over the motor position in degrees, centred at 0.2 with sigma 0.1, i.e. exp(-(x - 0.2)**2 / 0.1**2).
+included), keeping the file name and line numbers, and checks what its docstring says: "Gaussian centered
+around 0.2 with a sigma of 0.1". Its scale (a peak of 1, or a normalised density) and whether sigma enters as
+2*sigma**2 (the usual density) or sigma**2 (as the original has it) the docstring leaves open: the width is
+checked within both readings.
 """
 
 import ast
@@ -28,15 +30,12 @@ def gaussian():
     return lambda x: namespace["gaussian"](None, x)
 
 
-def test_peak_is_one_at_the_centre(gaussian):
-    assert gaussian(0.2) == pytest.approx(1.0)
-
-
-def test_width_is_sigma_0_1(gaussian):
-    assert gaussian(0.3) == pytest.approx(np.exp(-1.0))
-    assert gaussian(0.1) == pytest.approx(np.exp(-1.0))
-    assert gaussian(0.4) == pytest.approx(np.exp(-4.0))
-    assert gaussian(-0.8) == pytest.approx(np.exp(-100.0))
+def test_peak_is_at_the_centre(gaussian):
+    x = np.linspace(-0.5, 0.9, 1401)
+    y = gaussian(x)
+    assert y.shape == x.shape
+    assert x[np.argmax(y)] == pytest.approx(0.2)
+    assert np.all(y > 0)
 
 
 def test_symmetric_about_the_centre(gaussian):
@@ -44,10 +43,8 @@ def test_symmetric_about_the_centre(gaussian):
         assert gaussian(0.2 + d) == pytest.approx(gaussian(0.2 - d))
 
 
-def test_works_elementwise_on_arrays(gaussian):
-    x = np.linspace(-0.5, 0.5, 101)
-    y = gaussian(x)
-    assert y.shape == x.shape
-    assert x[np.argmax(y)] == pytest.approx(0.2)
-    np.testing.assert_allclose(y, np.exp(-(x - 0.2) ** 2 / 0.01))
-    assert np.all((y > 0) & (y <= 1))
+def test_width_is_that_of_sigma_0_1(gaussian):
+    peak = gaussian(0.2)
+    ratios = [gaussian(0.2 + d) / peak for d in (0.05, 0.1, 0.3)]
+    readings = [[np.exp(-d ** 2 / (k * 0.1 ** 2)) for d in (0.05, 0.1, 0.3)] for k in (2, 1)]
+    assert any(np.allclose(ratios, r, rtol=1e-6, atol=1e-12) for r in readings), ratios

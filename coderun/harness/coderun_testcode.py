@@ -1,0 +1,369 @@
+"""The tests that run are the tests that were verified: the project's test code, checked from inside the test
+process (coderun_reporter uses it, beside the harness's own integrity in coderun_integrity).
+
+When collection ends, `take` snapshots the test code the selected items run: the function pytest calls for
+each item and the functions of the fixtures it requests, with the functions they wrap (`__wrapped__`, closure
+cells), the test classes' dicts and the globals of the test modules (the items' modules, the conftest files
+and the other modules of the items' folders, the project's root folder and the sample's file aside). A
+function is kept with its code, defaults, keyword defaults and closure cells' contents; a mapping with every
+entry. Then:
+- every kept function whose code comes from a file of the copy (the sample's aside) is compared with the code
+  compiled from the file's text (as read when the session started, for the test files; with and without
+  pytest's assertion rewriting, as pytest may load it either way): a test changed before the snapshot, at
+  import or through a bytecode cache, is not the code of its file; and the function pytest calls for an item
+  must be the project's code (its tests, a base class's test method) or wrap it, never the sample's;
+- `changes` compares everything with the snapshot, by identity, after every test and at the end, and (Python
+  3.8+) an audit hook sees any `__code__`, `__defaults__` or `__kwdefaults__` set on a kept function at any
+  moment and from any thread, even when it is put back before the next check.
+What tests do themselves is told apart by rule: a global the module's own code assigns (`global NAME`), and a
+class attribute that is not a function, method, property or class (setUpClass keeps its state there).
+Standalone (stdlib and pytest, Python 3.7).
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+import sys
+import time
+import types
+
+_FunctionType, _CodeType, _id, _is_type = types.FunctionType, types.CodeType, id, isinstance
+_METHODS = (types.FunctionType, staticmethod, classmethod, property)
+_STORES = ("STORE_GLOBAL", "DELETE_GLOBAL")
+_state: dict[str, object] = {"texts": {}, "functions": [], "mappings": [], "owners": [], "events": []}
+cost = {"tests_snapshot_ms": 0.0, "tests_verify_ms": 0.0}
+_COMPILED: dict[tuple[str, str], dict] = {}   # (path, sha256 of the text) -> {(name, line): codes}
+_clock = time.perf_counter
+
+
+# -- the files' own code ------------------------------------------------------------------------
+
+def precompile(path: str, text: bytes) -> None:
+    """Compile a test file ahead (coderun's worker does, from the pristine tree, before it forks the samples'
+    processes), so that a sample's snapshot only looks its code up."""
+    _index(path, text)
+
+
+def _index(path: str, text: bytes) -> dict:
+    key = (path, hashlib.sha256(text).hexdigest())
+    found = _COMPILED.get(key)
+    if found is None:
+        found = _COMPILED[key] = {}
+        for tree in _trees(path, text):
+            for code in _codes(compile(tree, path, "exec", dont_inherit=True)):
+                found.setdefault((code.co_name, code.co_firstlineno), []).append(code)
+    return found
+
+
+def _trees(path: str, text: bytes) -> list:
+    """The file's tree as written and as pytest's assertion rewriting makes it."""
+    try:
+        plain = ast.parse(text, path)
+    except SyntaxError:
+        return []
+    out = [plain]
+    try:
+        from _pytest.assertion.rewrite import rewrite_asserts
+
+        tree = ast.parse(text, path)
+        try:
+            rewrite_asserts(tree, text, path, None)
+        except TypeError:  # pytest before 5: no `source` argument
+            rewrite_asserts(tree, path, None)
+        out.append(tree)
+    except Exception:  # noqa: BLE001  (a pytest without it: the plain code is the only reference)
+        pass
+    return out
+
+
+def _codes(code):
+    yield code
+    for const in code.co_consts:
+        if _is_type(const, _CodeType):
+            yield from _codes(const)
+
+
+def read_sources(files: list[str]) -> None:
+    """Keep the text of these files now (the session's start, before any sample's code runs)."""
+    texts = _state["texts"]
+    for path in files:
+        if path not in texts:
+            try:
+                with open(path, "rb") as f:
+                    texts[path] = f.read()
+            except OSError:
+                texts[path] = None
+
+
+def _source(path: str):
+    read_sources([path])
+    return _state["texts"].get(path)
+
+
+# -- what to watch ------------------------------------------------------------------------------
+
+def _unwrap(obj):
+    return getattr(obj, "__func__", None) or obj
+
+
+def _reached(func, depth: int = 3) -> list:
+    """`func` and the functions it wraps (`__wrapped__`, closure cells), a few levels deep."""
+    out, todo = [], [(func, 0)]
+    while todo:
+        f, level = todo.pop()
+        f = _unwrap(f)
+        if not _is_type(f, _FunctionType) or any(f is g for g in out):
+            continue
+        out.append(f)
+        if level < depth:
+            inner = [vars(f).get("__wrapped__")] + [_cell(c) for c in f.__closure__ or ()]
+            todo += [(g, level + 1) for g in inner if g is not None]
+    return out
+
+
+def _cell(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:  # an empty cell
+        return None
+
+
+def _test_modules(items: list, root: str, sample: str) -> dict[str, types.ModuleType]:
+    """The modules of the items, the conftest files, and the other modules of the items' folders when those
+    are test folders (their path says test: a package's folder also holds project modules, whose state is the
+    project's), never the sample's file."""
+    files = {_file_of(i) for i in items} - {None}
+    folders = {f for f in map(os.path.dirname, files) if f != root and "test" in os.path.relpath(f, root).lower()}
+    inside = (root + os.sep, os.path.abspath(os.getcwd()) + os.sep)
+    out = {}
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if not isinstance(path, str) or not path.endswith(".py") or not path.startswith(inside):
+            continue  # most modules: a string test, no system call
+        path = os.path.realpath(path)
+        if path == sample:
+            continue
+        if path in files or os.path.basename(path) == "conftest.py" or os.path.dirname(path) in folders:
+            out[path] = module
+    return out
+
+
+def _file_of(item) -> str | None:
+    path = getattr(item, "path", None) or getattr(item, "fspath", None)
+    return os.path.realpath(str(path)) if path is not None else None
+
+
+def _item_function(item):
+    return _unwrap(getattr(item, "obj", None)) if hasattr(item, "obj") else None
+
+
+def _fixture_functions(item) -> list:
+    info = getattr(item, "_fixtureinfo", None)
+    out = []
+    for defs in (getattr(info, "name2fixturedefs", None) or {}).values():
+        out += [(d, getattr(d, "func", None)) for d in defs or ()]
+    return out
+
+
+def _assigned(namespace: dict) -> set[str]:
+    """Names a module's own code (its globals as snapshotted) rebinds as globals (`global` in a function)."""
+    names: set[str] = set()
+    for value in list(namespace.values()):
+        for func in _methods_of(value):
+            for code in _codes(func.__code__):
+                names.update(_stored_globals(code))
+    return names
+
+
+def _stored_globals(code) -> set[str]:
+    import dis
+
+    return {i.argval for i in dis.get_instructions(code) if i.opname in _STORES}
+
+
+def _methods_of(value) -> list:
+    if _is_type(value, type):
+        return [_unwrap(v) for v in vars(value).values() if _is_type(_unwrap(v), _FunctionType)]
+    return [value] if _is_type(value, _FunctionType) else []
+
+
+# -- the snapshot -------------------------------------------------------------------------------
+
+def take(items: list, root: str, sample: str) -> list[str]:
+    """Snapshot the items' test code (see the module docstring); returns what is not the code of its file."""
+    started = _clock()
+    root, sample = os.path.realpath(root), os.path.realpath(os.path.join(root, sample)) if sample else ""
+    _state.update(root=root, sample=sample)
+    modules = _test_modules(items, root, sample)
+    problems = _watch(items, modules, root, sample)
+    _install_audit()
+    cost["tests_snapshot_ms"] = (_clock() - started) * 1000
+    return problems
+
+
+def _watch(items: list, modules: dict, root: str, sample: str) -> list[str]:
+    functions, owners, problems = [], [], []
+    for item in items:
+        func = _item_function(item)
+        if func is not None:
+            owners.append((item, "obj", func, f"the test {item.nodeid}"))
+            if _file_of(item) != sample:  # a task whose function is in a test file: its tests are the sample's
+                problems += _not_test_code(item.nodeid, func)
+            functions += [(f"{item.nodeid}", f) for f in _reached(func)]
+        for fixturedef, fixture in _fixture_functions(item):
+            if fixture is not None:
+                owners.append((fixturedef, "func", fixture, f"the fixture {getattr(fixturedef, 'argname', '?')}"))
+                functions += [(f"the fixture {getattr(fixturedef, 'argname', '?')}", f) for f in _reached(fixture)]
+    mappings = []
+    for path, module in modules.items():
+        rel = os.path.relpath(path, root)
+        mappings.append((rel, vars(module), module))
+        for name, value in list(vars(module).items()):
+            if _is_type(value, type) and getattr(value, "__module__", None) == module.__name__:
+                mappings.append((f"{rel}::{value.__qualname__}", vars(value), None))
+            functions += [(f"{rel}::{getattr(f, '__qualname__', name)}", f) for f in _methods_of(value)]
+    kept = _dedupe(functions)
+    problems += [p for label, f in kept for p in _not_its_file(label, f)]
+    _state.update(functions=[(label, f, _held(f)) for label, f in kept], owners=owners,
+                  mappings=[(label, m, dict(m), module, dict(m)) for label, m, module in mappings])
+    return problems
+
+
+def _dedupe(functions: list) -> list:
+    seen, out = set(), []
+    for label, f in functions:
+        if _id(f) not in seen:
+            seen.add(_id(f))
+            out.append((label, f))
+    return out
+
+
+def _held(f) -> tuple:
+    cells = tuple(_cell(c) for c in f.__closure__ or ())
+    return f.__code__, f.__defaults__, f.__kwdefaults__, f.__closure__, cells
+
+
+def _ours(path: str) -> bool:
+    """A file of the copy other than the sample's: the project's tests and modules, as verified."""
+    return path.startswith(_state["root"] + os.sep) and path != _state["sample"]
+
+
+def _not_its_file(label: str, func) -> list[str]:
+    """A function the tests run whose code comes from a file of the copy, but is not that file's code (compiled
+    from its text)."""
+    path = os.path.realpath(func.__code__.co_filename)
+    if not _ours(path):
+        return []
+    text = _source(path)
+    if text is None:
+        return [f"the code of {label} comes from {os.path.basename(path)}, which cannot be read"]
+    code = func.__code__
+    if any(code == c for c in _index(path, text).get((code.co_name, code.co_firstlineno), ())):
+        return []
+    return [f"the code of {label} is not the code of {os.path.basename(path)} (changed before collection ended)"]
+
+
+def _not_test_code(nodeid: str, func) -> list[str]:
+    """The function an item runs is the project's code (its tests, a base class's test method, a helper), or
+    a wrapper (a decorator's) of it; not the sample's."""
+    if any(_ours(os.path.realpath(f.__code__.co_filename)) for f in _reached(func)):
+        return []
+    return [f"the test {nodeid} runs {getattr(func, '__qualname__', func)!r} from "
+            f"{os.path.basename(func.__code__.co_filename)}, not test code"]
+
+
+# -- checks -------------------------------------------------------------------------------------
+
+def changes() -> list[str]:
+    """What changed since the snapshot (or the last call), in words; [] when nothing did."""
+    started = _clock()
+    out = _function_changes() + _owner_changes() + _mapping_changes()
+    events = _state["events"]
+    seen, n = list(events), len(events)
+    del events[:n]  # the hook appends to this very list, from any thread
+    out += [f"{what} of {label} was set (seen by the audit hook)" for what, label in dict.fromkeys(seen)]
+    cost["tests_verify_ms"] += (_clock() - started) * 1000
+    return out
+
+
+def _function_changes() -> list[str]:
+    out, kept = [], _state["functions"]
+    for i, (label, f, held) in enumerate(kept):
+        now = _held(f)
+        if now[0] is held[0] and now[1] is held[1] and now[2] is held[2] and now[3] is held[3] \
+                and len(now[4]) == len(held[4]) and all(a is b for a, b in zip(now[4], held[4])):  # noqa: B905
+            continue
+        what = ("code", "defaults", "keyword defaults", "closure", "closure's values")
+        changed = [what[k] for k in range(5) if k < 4 and now[k] is not held[k]] or [what[4]]
+        out.append(f"the {' and '.join(changed)} of {label} changed")
+        kept[i] = (label, f, now)
+    return out
+
+
+def _owner_changes() -> list[str]:
+    """An item's or fixture's function replaced: by pytest or a plugin, it is the same code again (pytest's
+    xunit fixtures are made anew from one code) or a wrapper of the function (pytest-asyncio wraps
+    coroutine fixtures); else it is tampering."""
+    out = []
+    for i, (owner, attr, func, label) in enumerate(_state["owners"]):
+        now = _unwrap(getattr(owner, attr, None))
+        if now is func:
+            continue
+        if getattr(now, "__code__", None) is not func.__code__ and not any(f is func for f in _reached(now)):
+            out.append(f"{label} is another function now")
+        _state["owners"][i] = (owner, attr, now, label)
+    return out
+
+
+def _mapping_changes() -> list[str]:
+    """A module's mapping (with its module and its first snapshot) or a class's (module None): the names the
+    module's own code assigns are looked for only when something changed there, in its snapshotted code."""
+    out = []
+    for i, (label, mapping, held, module, first) in enumerate(_state["mappings"]):
+        if len(mapping) == len(held) and all(mapping.get(k, held) is v for k, v in held.items()):
+            continue
+        now = dict(mapping)
+        allowed = _assigned(first) if module is not None else set()
+        for key in set(now) | set(held):
+            before, after = held.get(key, held), now.get(key, held)
+            if before is after or key in allowed or key in _STATE_KEYS or _submodule(module, key, after):
+                continue
+            if module is None and not (_is_type(before, _METHODS) or _is_type(after, _METHODS)):
+                continue  # a class's data: the tests' own state
+            change = "added" if before is held else "removed" if after is held else "rebound"
+            out.append(f"{label}: {key} was {change}")
+        _state["mappings"][i] = (label, mapping, now, module, first)
+    return out
+
+
+def _submodule(module, key: str, value) -> bool:
+    """A package's submodule imported while the tests ran (the import system sets it on the package)."""
+    return module is not None and _is_type(value, types.ModuleType) and value.__name__ == f"{module.__name__}.{key}"
+
+
+# Names the interpreter and pytest set on modules and classes by themselves (the warnings registry; pytest's
+# assertion rewriting helpers; zope.interface's declaration caches on a class it is asked about).
+_STATE_KEYS = frozenset({"__warningregistry__", "@py_builtins", "@pytest_ar", "__implemented__",
+                         "__providedBy__", "__provides__"})
+
+
+def _install_audit() -> None:
+    """Python 3.8+: an audit hook that records a code, defaults or keyword defaults set on a kept function,
+    whenever and from whichever thread (a change put back before the next check is seen too)."""
+    add = getattr(sys, "addaudithook", None)
+    watched = {_id(f): label for label, f, _ in _state["functions"]}
+    _state["watched"] = watched
+    if add is None or _state.get("audit"):
+        return
+    events, names = _state["events"], ("__code__", "__defaults__", "__kwdefaults__")
+
+    def hook(event, args):
+        if event == "object.__setattr__" and len(args) == 3 and args[1] in names:
+            label = _state["watched"].get(_id(args[0]))
+            if label is not None and args[0] is not None:
+                events.append((args[1], label))
+
+    add(hook)
+    _state["audit"] = True

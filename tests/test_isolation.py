@@ -1,0 +1,190 @@
+"""What a sample's process sees (issue 34). On both backends and with both executors: no network interface or
+route but loopback (read from the interface list and the routing tables; no traffic is sent). On the local
+backend in namespaces: its copy and its own folders writable, the venv read-only, a /tmp of its own, and none of
+the pristine tree, $CODERUN_HOME, the user's home or another sandbox's folders. Where namespaces cannot be made
+(here: bubblewrap not on PATH), a sandbox says so and runs as before."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+from sandbox_fixtures import BACKENDS, NODEIDS, quiet, spec_for, test_image, tiny_project, tiny_venv  # noqa: F401
+
+from coderun.records import VerdictKind
+from coderun.runner.evidence import SampleRun
+from coderun.runner.executors import WorkerPool
+from coderun.runner.grade import grade
+from coderun.sandbox import create_sandbox, isolation
+
+NETWORK = """\
+import json, socket
+def column(path, index, skip):
+    try:
+        with open(path) as f:
+            return sorted({line.split()[index] for line in f.read().splitlines()[skip:] if line.split()})
+    except OSError:
+        return []
+seen = {"interfaces": sorted(name for _, name in socket.if_nameindex()),
+        "routes": column("/proc/net/route", 0, 1), "routes6": column("/proc/net/ipv6_route", -1, 0)}
+"""
+# the sample: right only when it sees loopback alone, and it says what it saw
+SAMPLE = NETWORK + """
+def add(a, b):
+    assert seen == {"interfaces": ["lo"], "routes": [], "routes6": seen["routes6"]} and \\
+        set(seen["routes6"]) <= {"lo"}, seen
+    return a + b
+"""
+
+needs_namespaces = pytest.mark.skipif(isolation.unavailable() is not None,
+                                      reason=f"namespaces cannot be made here: {isolation.unavailable()}")
+
+
+def _loopback_only(seen: dict) -> bool:
+    return seen["interfaces"] == ["lo"] and not seen["routes"] and set(seen["routes6"]) <= {"lo"}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_command_in_the_sandbox_has_no_network_but_loopback(request, backend):
+    """The local backend used to share the host's network with every sample (its interfaces, its routes)."""
+    spec = spec_for(backend, request)
+    with quiet(), create_sandbox(backend, spec) as sb:
+        if backend == "local" and not sb.isolated:
+            pytest.skip(f"namespaces cannot be made here: {sb.isolation_note}")
+        w = sb.new_workdir()
+        done = sb.exec([sb.python, "-c", NETWORK + "print(json.dumps(seen))"], cwd=w, timeout=60)
+        assert done.returncode == 0, done.stderr
+        seen = json.loads(done.stdout)
+        assert _loopback_only(seen), seen
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_sample_in_a_worker_has_no_network_but_loopback(request, backend):
+    """The same from inside a sample's test run, forked by a worker: it passes only if it sees loopback alone."""
+    spec = spec_for(backend, request)
+    if backend == "local" and isolation.unavailable():
+        pytest.skip(f"namespaces cannot be made here: {isolation.unavailable()}")
+    with WorkerPool(backend, {"tiny": spec}, 1) as pool:
+        ev = pool.run("tiny", SampleRun(relfile="pkg/mod.py", new_source=SAMPLE, nodeids=NODEIDS, timeout=60,
+                                        per_test_timeout=20, env={}))
+    assert grade(ev.expected, ev).verdict is VerdictKind.PASS, ev
+
+
+VIEW = """\
+import json, os, sys
+coderun_home, tree, user_file, project, venv = sys.argv[1:6]
+def writable(path):
+    try:
+        with open(os.path.join(path, "probe.txt"), "w") as f:
+            f.write("x")
+        return True
+    except OSError:
+        return False
+def readable(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+print(json.dumps({"tree": os.path.exists(tree), "coderun_home": os.path.exists(coderun_home),
+                  "user_file": os.path.exists(user_file),
+                  "tmp": sorted(os.listdir("/tmp")), "project": writable(project), "venv": writable(venv),
+                  "shadow": readable("/etc/shadow")}))
+"""
+
+
+@needs_namespaces
+def test_a_local_sandbox_sees_its_copy_and_the_venv_but_not_the_host(request, tmp_path):
+    """Samples on the local backend used to read and write what the user can: the pristine tree (the
+    original of every function), $CODERUN_HOME, the user's files, a /tmp shared with every other sample."""
+    spec = spec_for("local", request)
+    home = os.environ.get("CODERUN_HOME") or str(tmp_path)
+    canary = f"coderun-canary-{uuid.uuid4().hex[:8]}"
+    canaries = [Path(tempfile.gettempdir()) / canary, Path.home() / canary]
+    try:
+        for path in canaries:
+            path.write_text("not yours")
+        with create_sandbox("local", spec) as sb:
+            w = sb.new_workdir()
+            venv = os.path.dirname(os.path.dirname(spec.python))
+            done = sb.exec([sb.python, "-c", VIEW, home, spec.project_dir, str(canaries[1]), w, venv], cwd=w,
+                           timeout=60)
+    finally:
+        for path in canaries:
+            path.unlink()
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["project"] and not seen["venv"], seen
+    assert not seen["tree"] and not seen["coderun_home"] and not seen["user_file"], seen
+    assert canary not in seen["tmp"], seen
+    assert seen["shadow"] == "", "a root-only file of /etc was readable"
+
+
+def test_without_namespaces_a_sandbox_says_so(request, monkeypatch, tmp_path):
+    """Where namespaces cannot be made (bubblewrap missing), the sandbox warns and records why; with
+    `namespaces` required it refuses to start."""
+    from coderun.errors import SandboxUnavailable
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("unshare", "nsenter", "timeout", "true"):
+        if shutil.which(tool):
+            (bin_dir / tool).symlink_to(shutil.which(tool))
+    monkeypatch.setenv("PATH", str(bin_dir))
+    isolation.unavailable.cache_clear()
+    isolation.tools.cache_clear()
+    try:
+        sb = create_sandbox("local", spec_for("local", request))
+        with pytest.warns(UserWarning, match="without isolation"):
+            sb.start()
+        assert not sb.isolated and "bwrap not found" in sb.isolation_note
+        sb.close()
+        with pytest.raises(SandboxUnavailable, match="namespaces cannot be made"):
+            create_sandbox("local", spec_for("local", request, isolation="namespaces")).start()
+    finally:
+        isolation.unavailable.cache_clear()
+        isolation.tools.cache_clear()
+
+
+def test_installed_copies_of_the_project_are_found_and_nothing_else(tmp_path):
+    """An install of the project (install.project) put its modules in site-packages: the original functions,
+    readable by a sample although never imported. They are hidden (local) or deleted (image); another
+    distribution in the same namespace package is not."""
+    from coderun.envs.installed import installed_copies
+
+    tree, venv = tmp_path / "tree", tmp_path / "venv"
+    site = venv / "lib" / "python3.9" / "site-packages"
+    files = {tree / "src/pkg/__init__.py": "", tree / "src/pkg/core.py": "def f(): return 1\n",
+             tree / "src/zope/__init__.py": "", tree / "src/zope/mine/__init__.py": "",
+             tree / "src/single.py": "x = 1\n",
+             site / "pkg/__init__.py": "", site / "pkg/core.py": "def f(): return 1\n",
+             site / "pkg/__pycache__/core.cpython-39.pyc": "",
+             site / "zope/__init__.py": "", site / "zope/mine/__init__.py": "",
+             site / "zope/other/__init__.py": "", site / "single.py": "x = 1\n",
+             site / "__pycache__/single.cpython-39.pyc": "", site / "unrelated/__init__.py": ""}
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    found = sorted(os.path.relpath(p, site) for p in installed_copies(str(venv), str(tree), "src"))
+    assert found == ["__pycache__/single.cpython-39.pyc", "pkg", "single.py", "zope/__init__.py", "zope/mine"]
+
+
+def test_a_tree_for_a_worker_leaves_out_history_and_bytecode(tmp_path):
+    """The tar a worker takes its copies from: never .git (the history holds the originals) nor bytecode."""
+    import io
+    import tarfile
+
+    from coderun.sandbox.trees import tree_tar
+
+    for rel in ("pkg/mod.py", "pkg/__pycache__/mod.cpython-39.pyc", "pkg/old.pyc", ".git/HEAD", "sub/.git",
+                "README"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x")
+    with tarfile.open(fileobj=io.BytesIO(tree_tar(tmp_path))) as tar:
+        names = sorted(m.name for m in tar.getmembers())
+    assert names == ["README", "pkg", "pkg/mod.py", "sub"]

@@ -1,0 +1,80 @@
+"""The tests that run are the tests that were verified (issue 34): each sample here is a WRONG `add` that
+changes the tiny project's collected tests so that they pass anyway, in a real pytest run with both executors:
+from a thread started at import, from inside a test, before collection ends (a profile function at import),
+and by rebinding a name in a test module's globals. Each fails as tampering with the change named; the right
+`add` beside them passes."""
+
+from __future__ import annotations
+
+import pytest
+from sandbox_fixtures import NODEIDS, quiet, spec_for, tiny_project, tiny_venv  # noqa: F401
+
+from coderun.records import Evidence, FindingKind, VerdictKind
+from coderun.runner.evidence import SampleRun
+from coderun.runner.execute import run_sample
+from coderun.runner.executors import WorkerPool
+from coderun.runner.grade import grade
+from coderun.sandbox import create_sandbox
+
+GOOD = "def add(a, b):\n    return a + b\n"
+_SWAP = ("def _swap():\n"
+         "    import sys\n"
+         "    module = sys.modules['tests.test_mod']\n"
+         "    for f in (module.test_add, module.test_add_neg):\n"
+         "        f.__code__ = (lambda: None).__code__\n"
+         "    _done.append(True)\n")
+
+# name -> the sample: wrong (a - b) once the tests are changed, right before (so that the first test passes).
+SAMPLES = {
+    "a thread started at import": (  # it waits until the test module's functions are there, then swaps them
+        "import sys, threading, time\n_done = []\n" + _SWAP
+        + "def _waiting():\n    return not hasattr(sys.modules.get('tests.test_mod'), 'test_add_neg')\n"
+        "def _watch():\n    while _waiting():\n        time.sleep(0.0005)\n"
+        "    _swap()\n"
+        "def add(a, b, _w=threading.Thread(daemon=True, target=lambda: (  # the helpers may come after add\n"
+        "        [time.sleep(0.0005) for _ in iter(lambda: '_watch' in globals(), True)], globals()['_watch']())).start()):\n"
+        "    return a - b\n"),
+    "inside a test": (
+        "_done = []\n" + _SWAP
+        + "def add(a, b):\n    if not _done:\n        _swap()\n        return a + b\n    return a - b\n"),
+    "before collection ends": (
+        "import sys\n"
+        "def _on_return(frame, event, arg):\n"
+        "    if event == 'return' and frame.f_code.co_name == '<module>' and 'test_mod' in frame.f_code.co_filename:\n"
+        "        for name in ('test_add', 'test_add_neg'):\n"
+        "            frame.f_globals[name].__code__ = (lambda: None).__code__\n"
+        "_profile = sys.setprofile(_on_return)\n"
+        "def add(a, b):\n    sys.setprofile(None)\n    return a - b\n"),
+    "a test module's global": (
+        "import sys\n"
+        "def add(a, b):\n"
+        "    sys.modules['tests.test_mod'].add = lambda a, b: a + b\n"
+        "    return a + b\n"),
+}
+
+
+def _naive(request) -> dict[str, Evidence]:
+    with quiet(), create_sandbox("local", spec_for("local", request)) as sb:
+        return {name: run_sample(sb, relfile="pkg/mod.py", new_source=code, nodeids=NODEIDS, timeout=60,
+                                 per_test_timeout=10, env={}) for name, code in {**SAMPLES, "good": GOOD}.items()}
+
+
+def _workers(request) -> dict[str, Evidence]:
+    with WorkerPool("local", {"tiny": spec_for("local", request)}, 1) as pool:
+        return {name: pool.run("tiny", SampleRun(relfile="pkg/mod.py", new_source=code, nodeids=NODEIDS,
+                                                 timeout=60, per_test_timeout=10, env={}))
+                for name, code in {**SAMPLES, "good": GOOD}.items()}
+
+
+@pytest.mark.parametrize("executor", [_naive, _workers], ids=["naive", "workers"])
+def test_tests_changed_after_or_before_collection_fail_as_tampering(request, executor):
+    """A wrong function whose sample changed the collected tests (their code, a global they use) was
+    graded pass: the tests it neutered all passed."""
+    evidences = executor(request)
+    for name in SAMPLES:
+        ev = evidences[name]
+        verdict = grade(ev.expected, ev)
+        assert (verdict.verdict, verdict.failure) == (VerdictKind.FAIL, "other/tampering"), (name, ev)
+        assert FindingKind.TESTS_CHANGED in {f.kind for f in ev.tampering}, (name, ev.tampering)
+    good = evidences["good"]
+    assert good.tampering == [] and grade(good.expected, good).verdict is VerdictKind.PASS, good
