@@ -78,3 +78,26 @@ def test_tests_changed_after_or_before_collection_fail_as_tampering(request, exe
         assert FindingKind.TESTS_CHANGED in {f.kind for f in ev.tampering}, (name, ev.tampering)
     good = evidences["good"]
     assert good.tampering == [] and grade(good.expected, good).verdict is VerdictKind.PASS, good
+
+
+def test_generated_methods_of_test_classes_are_not_tampering(request, tmp_path):
+    """The ground truth of pre-commit failed as tampering: a NamedTuple's `__new__` (and a dataclass's
+    `__init__`), made by exec with the file name `<string>`, was taken for a file of the copy that cannot be
+    read."""
+    from sandbox_fixtures import LIMITS, PROJECT_FILES, write_project
+
+    from coderun.sandbox import SandboxSpec
+
+    project = write_project(tmp_path / "project")
+    (project / "tests" / "test_mod.py").write_text(
+        "import collections, dataclasses, typing\nfrom pkg.mod import add\n\n"
+        "Pair = collections.namedtuple('Pair', 'a b')\n\n\nclass Typed(typing.NamedTuple):\n    a: int\n\n\n"
+        "@dataclasses.dataclass\nclass Data:\n    a: int\n\n\n"
+        + PROJECT_FILES["tests/test_mod.py"].split("\n", 1)[1].replace("add(1, 2)", "add(*Pair(1, 2))")
+        .replace("add(-1, 1)", "add(Typed(-1).a, Data(1).a)"))
+    spec = SandboxSpec(project="tiny", project_dir=str(project), python=str(request.getfixturevalue("tiny_venv")),
+                       limits=LIMITS)
+    with quiet(), create_sandbox("local", spec) as sb:
+        ev = run_sample(sb, relfile="pkg/mod.py", new_source=GOOD, nodeids=NODEIDS, timeout=60,
+                        per_test_timeout=10, env={})
+    assert ev.tampering == [] and grade(ev.expected, ev).verdict is VerdictKind.PASS, ev

@@ -245,6 +245,13 @@ def _held(f) -> tuple:
     return f.__code__, f.__defaults__, f.__kwdefaults__, f.__closure__, cells
 
 
+def _code_path(code) -> str:
+    """The real path of the file a code object was compiled from; "" for code that exec or eval made under a
+    pseudo name (`<string>`: a NamedTuple's `__new__`, a dataclass's `__init__`), which is no file's."""
+    name = code.co_filename
+    return os.path.realpath(name) if os.path.isabs(name) else ""
+
+
 def _ours(path: str) -> bool:
     """A file of the copy other than the sample's: the project's tests and modules, as verified."""
     return path.startswith(_state["root"] + os.sep) and path != _state["sample"]
@@ -253,7 +260,7 @@ def _ours(path: str) -> bool:
 def _not_its_file(label: str, func) -> list[str]:
     """A function the tests run whose code comes from a file of the copy, but is not that file's code (compiled
     from its text)."""
-    path = os.path.realpath(func.__code__.co_filename)
+    path = _code_path(func.__code__)
     if not _ours(path):
         return []
     text = _source(path)
@@ -268,7 +275,7 @@ def _not_its_file(label: str, func) -> list[str]:
 def _not_test_code(nodeid: str, func) -> list[str]:
     """The function an item runs is the project's code (its tests, a base class's test method, a helper), or
     a wrapper (a decorator's) of it; not the sample's."""
-    if any(_ours(os.path.realpath(f.__code__.co_filename)) for f in _reached(func)):
+    if any(_ours(_code_path(f.__code__)) for f in _reached(func)):
         return []
     return [f"the test {nodeid} runs {getattr(func, '__qualname__', func)!r} from "
             f"{os.path.basename(func.__code__.co_filename)}, not test code"]
