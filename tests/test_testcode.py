@@ -101,3 +101,30 @@ def test_generated_methods_of_test_classes_are_not_tampering(request, tmp_path):
         ev = run_sample(sb, relfile="pkg/mod.py", new_source=GOOD, nodeids=NODEIDS, timeout=60,
                         per_test_timeout=10, env={})
     assert ev.tampering == [] and grade(ev.expected, ev).verdict is VerdictKind.PASS, ev
+
+
+def test_a_wrapper_that_names_its_tests_file_is_not_tampering(request, tmp_path):
+    """lena's ground truth failed 7/51 as tampering: hypothesis's `@given` wrapper, made by exec, carries the
+    file name and line of the test it wraps, and was taken for the test file's code changed before collection."""
+    from sandbox_fixtures import LIMITS, PROJECT_FILES, write_project
+
+    from coderun.sandbox import SandboxSpec
+
+    impersonate = (  # what hypothesis's reflection.impersonate does to the wrapper it execs
+        "def given(test):\n    ns = {}\n"
+        "    exec('def accept(f):\\n    def wrapper():\\n        return f()\\n    return wrapper\\n', ns)\n"
+        "    wrapper = ns['accept'](test)\n"
+        "    wrapper.__code__ = wrapper.__code__.replace(co_filename=test.__code__.co_filename,\n"
+        "        co_firstlineno=test.__code__.co_firstlineno, co_name=test.__name__)\n"
+        "    wrapper.__name__ = test.__name__\n    return wrapper\n\n\n")
+    project = write_project(tmp_path / "project")
+    body = PROJECT_FILES["tests/test_mod.py"].split("\n", 1)[1]
+    (project / "tests" / "test_mod.py").write_text(
+        "from pkg.mod import add\n\n\n" + impersonate + body.replace("def test_add(", "@given\ndef test_add("))
+    spec = SandboxSpec(project="tiny", project_dir=str(project), python=str(request.getfixturevalue("tiny_venv")),
+                       limits=LIMITS)
+    with quiet(), create_sandbox("local", spec) as sb:
+        good, wrong = (run_sample(sb, relfile="pkg/mod.py", new_source=code, nodeids=NODEIDS, timeout=60,
+                                  per_test_timeout=10, env={}) for code in (GOOD, GOOD.replace("a + b", "a - b")))
+    assert good.tampering == [] and grade(good.expected, good).verdict is VerdictKind.PASS, good
+    assert grade(wrong.expected, wrong).verdict is VerdictKind.FAIL, wrong

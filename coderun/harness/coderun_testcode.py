@@ -266,10 +266,22 @@ def _not_its_file(label: str, func) -> list[str]:
     text = _source(path)
     if text is None:
         return [f"the code of {label} comes from {os.path.basename(path)}, which cannot be read"]
-    code = func.__code__
-    if any(code == c for c in _index(path, text).get((code.co_name, code.co_firstlineno), ())):
+    code, index = func.__code__, _index(path, text)
+    if any(code == c for c in index.get((code.co_name, code.co_firstlineno), ())) or _impersonates(func, path, index):
         return []
     return [f"the code of {label} is not the code of {os.path.basename(path)} (changed before collection ended)"]
+
+
+def _impersonates(func, path: str, index: dict) -> bool:
+    """A wrapper made elsewhere that names the file and line of the test it wraps (hypothesis's `@given` does,
+    to hide its internals from pytest): its globals are not that file's module's, and among the functions it
+    wraps is the file's own code at that line."""
+    own = func.__globals__.get("__file__")
+    if own and os.path.realpath(own) == path:  # a function of the file itself: its code must be the file's
+        return False
+    line = func.__code__.co_firstlineno
+    return any(c.co_firstlineno == line and _code_path(c) == path and any(c == k for k in index.get((c.co_name, line), ()))
+               for c in (f.__code__ for f in _reached(func)[1:]))
 
 
 def _not_test_code(nodeid: str, func) -> list[str]:
