@@ -110,10 +110,11 @@ def test_a_wrapper_that_names_its_tests_file_is_not_tampering(request, tmp_path)
 
     from coderun.sandbox import SandboxSpec
 
-    impersonate = (  # what hypothesis's reflection.impersonate does to the wrapper it execs
-        "def given(test):\n    ns = {}\n"
+    impersonate = (  # what hypothesis's given does: the wrapper it execs runs the test it keeps in an attribute
+        "class Handle:\n    pass\n\n\n"
+        "def given(test):\n    ns, handle = {}, Handle()\n    handle.inner_test = test\n"
         "    exec('def accept(f):\\n    def wrapper():\\n        return f()\\n    return wrapper\\n', ns)\n"
-        "    wrapper = ns['accept'](test)\n"
+        "    wrapper = ns['accept'](lambda: handle.inner_test())\n    wrapper.hypothesis = handle\n"
         "    wrapper.__code__ = wrapper.__code__.replace(co_filename=test.__code__.co_filename,\n"
         "        co_firstlineno=test.__code__.co_firstlineno, co_name=test.__name__)\n"
         "    wrapper.__name__ = test.__name__\n    return wrapper\n\n\n")

@@ -281,7 +281,17 @@ def _impersonates(func, path: str, index: dict) -> bool:
         return False
     line = func.__code__.co_firstlineno
     return any(c.co_firstlineno == line and _code_path(c) == path and any(c == k for k in index.get((c.co_name, line), ()))
-               for c in (f.__code__ for f in _reached(func)[1:]))
+               for c in (f.__code__ for f in _held_functions(func)))
+
+
+def _held_functions(func) -> list:
+    """The functions a wrapper holds: those it wraps, and those its attributes hold (hypothesis keeps the test
+    in `.hypothesis.inner_test`)."""
+    out = _reached(func)[1:]
+    for value in vars(func).values():
+        inner = vars(value).values() if hasattr(value, "__dict__") and not _is_type(value, (type, types.ModuleType)) else ()
+        out += [v for v in (value, *inner) if _is_type(v, _FunctionType)]
+    return out
 
 
 def _not_test_code(nodeid: str, func) -> list[str]:
