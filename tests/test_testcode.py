@@ -78,3 +78,54 @@ def test_tests_changed_after_or_before_collection_fail_as_tampering(request, exe
         assert FindingKind.TESTS_CHANGED in {f.kind for f in ev.tampering}, (name, ev.tampering)
     good = evidences["good"]
     assert good.tampering == [] and grade(good.expected, good).verdict is VerdictKind.PASS, good
+
+
+def test_generated_methods_of_test_classes_are_not_tampering(request, tmp_path):
+    """The ground truth of pre-commit failed as tampering: a NamedTuple's `__new__` (and a dataclass's
+    `__init__`), made by exec with the file name `<string>`, was taken for a file of the copy that cannot be
+    read."""
+    from sandbox_fixtures import LIMITS, PROJECT_FILES, write_project
+
+    from coderun.sandbox import SandboxSpec
+
+    project = write_project(tmp_path / "project")
+    (project / "tests" / "test_mod.py").write_text(
+        "import collections, dataclasses, typing\nfrom pkg.mod import add\n\n"
+        "Pair = collections.namedtuple('Pair', 'a b')\n\n\nclass Typed(typing.NamedTuple):\n    a: int\n\n\n"
+        "@dataclasses.dataclass\nclass Data:\n    a: int\n\n\n"
+        + PROJECT_FILES["tests/test_mod.py"].split("\n", 1)[1].replace("add(1, 2)", "add(*Pair(1, 2))")
+        .replace("add(-1, 1)", "add(Typed(-1).a, Data(1).a)"))
+    spec = SandboxSpec(project="tiny", project_dir=str(project), python=str(request.getfixturevalue("tiny_venv")),
+                       limits=LIMITS)
+    with quiet(), create_sandbox("local", spec) as sb:
+        ev = run_sample(sb, relfile="pkg/mod.py", new_source=GOOD, nodeids=NODEIDS, timeout=60,
+                        per_test_timeout=10, env={})
+    assert ev.tampering == [] and grade(ev.expected, ev).verdict is VerdictKind.PASS, ev
+
+
+def test_a_wrapper_that_names_its_tests_file_is_not_tampering(request, tmp_path):
+    """lena's ground truth failed 7/51 as tampering: hypothesis's `@given` wrapper, made by exec, carries the
+    file name and line of the test it wraps, and was taken for the test file's code changed before collection."""
+    from sandbox_fixtures import LIMITS, PROJECT_FILES, write_project
+
+    from coderun.sandbox import SandboxSpec
+
+    impersonate = (  # what hypothesis's given does: the wrapper it execs runs the test it keeps in an attribute
+        "class Handle:\n    pass\n\n\n"
+        "def given(test):\n    ns, handle = {}, Handle()\n    handle.inner_test = test\n"
+        "    exec('def accept(f):\\n    def wrapper():\\n        return f()\\n    return wrapper\\n', ns)\n"
+        "    wrapper = ns['accept'](lambda: handle.inner_test())\n    wrapper.hypothesis = handle\n"
+        "    wrapper.__code__ = wrapper.__code__.replace(co_filename=test.__code__.co_filename,\n"
+        "        co_firstlineno=test.__code__.co_firstlineno, co_name=test.__name__)\n"
+        "    wrapper.__name__ = test.__name__\n    return wrapper\n\n\n")
+    project = write_project(tmp_path / "project")
+    body = PROJECT_FILES["tests/test_mod.py"].split("\n", 1)[1]
+    (project / "tests" / "test_mod.py").write_text(
+        "from pkg.mod import add\n\n\n" + impersonate + body.replace("def test_add(", "@given\ndef test_add("))
+    spec = SandboxSpec(project="tiny", project_dir=str(project), python=str(request.getfixturevalue("tiny_venv")),
+                       limits=LIMITS)
+    with quiet(), create_sandbox("local", spec) as sb:
+        good, wrong = (run_sample(sb, relfile="pkg/mod.py", new_source=code, nodeids=NODEIDS, timeout=60,
+                                  per_test_timeout=10, env={}) for code in (GOOD, GOOD.replace("a + b", "a - b")))
+    assert good.tampering == [] and grade(good.expected, good).verdict is VerdictKind.PASS, good
+    assert grade(wrong.expected, wrong).verdict is VerdictKind.FAIL, wrong

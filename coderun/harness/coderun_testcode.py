@@ -245,6 +245,13 @@ def _held(f) -> tuple:
     return f.__code__, f.__defaults__, f.__kwdefaults__, f.__closure__, cells
 
 
+def _code_path(code) -> str:
+    """The real path of the file a code object was compiled from; "" for code that exec or eval made under a
+    pseudo name (`<string>`: a NamedTuple's `__new__`, a dataclass's `__init__`), which is no file's."""
+    name = code.co_filename
+    return os.path.realpath(name) if os.path.isabs(name) else ""
+
+
 def _ours(path: str) -> bool:
     """A file of the copy other than the sample's: the project's tests and modules, as verified."""
     return path.startswith(_state["root"] + os.sep) and path != _state["sample"]
@@ -253,22 +260,44 @@ def _ours(path: str) -> bool:
 def _not_its_file(label: str, func) -> list[str]:
     """A function the tests run whose code comes from a file of the copy, but is not that file's code (compiled
     from its text)."""
-    path = os.path.realpath(func.__code__.co_filename)
+    path = _code_path(func.__code__)
     if not _ours(path):
         return []
     text = _source(path)
     if text is None:
         return [f"the code of {label} comes from {os.path.basename(path)}, which cannot be read"]
-    code = func.__code__
-    if any(code == c for c in _index(path, text).get((code.co_name, code.co_firstlineno), ())):
+    code, index = func.__code__, _index(path, text)
+    if any(code == c for c in index.get((code.co_name, code.co_firstlineno), ())) or _impersonates(func, path, index):
         return []
     return [f"the code of {label} is not the code of {os.path.basename(path)} (changed before collection ended)"]
+
+
+def _impersonates(func, path: str, index: dict) -> bool:
+    """A wrapper made elsewhere that names the file and line of the test it wraps (hypothesis's `@given` does,
+    to hide its internals from pytest): its globals are not that file's module's, and among the functions it
+    wraps is the file's own code at that line."""
+    own = func.__globals__.get("__file__")
+    if own and os.path.realpath(own) == path:  # a function of the file itself: its code must be the file's
+        return False
+    line = func.__code__.co_firstlineno
+    return any(c.co_firstlineno == line and _code_path(c) == path and any(c == k for k in index.get((c.co_name, line), ()))
+               for c in (f.__code__ for f in _held_functions(func)))
+
+
+def _held_functions(func) -> list:
+    """The functions a wrapper holds: those it wraps, and those its attributes hold (hypothesis keeps the test
+    in `.hypothesis.inner_test`)."""
+    out = _reached(func)[1:]
+    for value in vars(func).values():
+        inner = vars(value).values() if hasattr(value, "__dict__") and not _is_type(value, (type, types.ModuleType)) else ()
+        out += [v for v in (value, *inner) if _is_type(v, _FunctionType)]
+    return out
 
 
 def _not_test_code(nodeid: str, func) -> list[str]:
     """The function an item runs is the project's code (its tests, a base class's test method, a helper), or
     a wrapper (a decorator's) of it; not the sample's."""
-    if any(_ours(os.path.realpath(f.__code__.co_filename)) for f in _reached(func)):
+    if any(_ours(_code_path(f.__code__)) for f in _reached(func)):
         return []
     return [f"the test {nodeid} runs {getattr(func, '__qualname__', func)!r} from "
             f"{os.path.basename(func.__code__.co_filename)}, not test code"]
