@@ -245,6 +245,14 @@ def _held(f) -> tuple:
     return f.__code__, f.__defaults__, f.__kwdefaults__, f.__closure__, cells
 
 
+def _file_of_code(code) -> str:
+    """The real path of the file `code` was compiled from; "" for generated code ("<string>": a dataclass's
+    or namedtuple's methods; "<attrs generated init ...>"), which no file holds: resolved against the
+    working directory, the name would read as a file of the copy."""
+    name = code.co_filename
+    return "" if name.startswith("<") and name.endswith(">") else os.path.realpath(name)
+
+
 def _ours(path: str) -> bool:
     """A file of the copy other than the sample's: the project's tests and modules, as verified."""
     return path.startswith(_state["root"] + os.sep) and path != _state["sample"]
@@ -253,7 +261,7 @@ def _ours(path: str) -> bool:
 def _not_its_file(label: str, func) -> list[str]:
     """A function the tests run whose code comes from a file of the copy, but is not that file's code (compiled
     from its text)."""
-    path = os.path.realpath(func.__code__.co_filename)
+    path = _file_of_code(func.__code__)
     if not _ours(path):
         return []
     text = _source(path)
@@ -268,7 +276,7 @@ def _not_its_file(label: str, func) -> list[str]:
 def _not_test_code(nodeid: str, func) -> list[str]:
     """The function an item runs is the project's code (its tests, a base class's test method, a helper), or
     a wrapper (a decorator's) of it; not the sample's."""
-    if any(_ours(os.path.realpath(f.__code__.co_filename)) for f in _reached(func)):
+    if any(_ours(_file_of_code(f.__code__)) for f in _reached(func)):
         return []
     return [f"the test {nodeid} runs {getattr(func, '__qualname__', func)!r} from "
             f"{os.path.basename(func.__code__.co_filename)}, not test code"]
