@@ -8,9 +8,9 @@ by `projects add` options after a `;` (e.g. `./checkout;--name parse`). Each ste
 in a subprocess, as a person would, with nothing edited between steps: the draft goes to `DIR/<n>.yaml`, every
 step's output to `DIR/<n>.<step>.log`. `tasks build` runs with `--no-rigor` (pass+ inputs are not what ground
 truth and blank measure) unless `--rigor`. A project counts as unedited when every step exits 0, ground truth
-passes 100% and blank 0%. Printed: one row per spec (the draft's source date and its evidence, Python, build
-backend, baseline passed/failed, verified tasks, ground truth and blank pass@1, minutes, the first failing
-step and its first error line), then the unedited total. Builds share `--home` (default: a folder under the
+passes 100% and blank 0%. Printed: one row per spec (its build backend, the draft's source date and its
+evidence, Python, baseline passed/failed, verified tasks, ground truth and blank pass@1, minutes, the first
+failing step and its first error line), then the unedited total. Builds share `--home` (default: a folder under the
 system's temporary directory, kept between invocations, so a rerun reuses sources and venvs).
 """
 
@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 
 import yaml
+
+from coderun.manifests.draft.configfiles import read_toml
 
 DEFAULT_HOME = Path(tempfile.gettempdir()) / "coderun-bench-drafts"
 
@@ -73,6 +75,16 @@ def draft_facts(manifest: Path) -> dict:
             "evidence": next((label for key, label in labels if key in why), why[:40])}
 
 
+def build_backend(home: Path, manifest: Path) -> str:
+    """The source's PEP 517 backend (its pyproject's `build-backend`, or setuptools for a bare setup.py)."""
+    commit = re.search(r"at commit ([0-9a-f]{7,40})", manifest.read_text())
+    trees = sorted((home / "src").glob(f"*-{commit.group(1)[:12]}")) if commit else []
+    if not trees:
+        return "–"
+    backend = str(read_toml(trees[0] / "pyproject.toml").get("build-system", {}).get("build-backend", ""))
+    return backend.split(".")[0] or ("setuptools" if (trees[0] / "setup.py").is_file() else "–")
+
+
 def run_spec(spec: str, n: int, out: Path, home: Path, backend: str, rigor: bool = False) -> dict:
     source, _, extra = spec.partition(";")
     manifest = out / f"{n:02d}.yaml"
@@ -89,7 +101,7 @@ def run_spec(spec: str, n: int, out: Path, home: Path, backend: str, rigor: bool
         log = out / f"{n:02d}.{step}.log"
         proc = coderun(home, log, *args)
         if step == "add" and manifest.is_file():
-            row.update(draft_facts(manifest))
+            row.update(draft_facts(manifest), build=build_backend(home, manifest))
         if proc.returncode != 0:
             row.update(step=step, error=first_error(log))
             break
@@ -117,7 +129,7 @@ def _baseline(home: Path, name: str) -> str:
     return f"{counts.get('passed', 0)}/{counts.get('failed', 0)}"
 
 
-COLUMNS = ("spec", "as_of", "python", "baseline", "verified", "truth", "blank", "minutes", "unedited", "step",
+COLUMNS = ("spec", "build", "as_of", "python", "baseline", "verified", "truth", "blank", "minutes", "unedited", "step",
            "error")
 
 

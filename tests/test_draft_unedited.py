@@ -4,8 +4,10 @@ to fix by hand. Real git repositories in temp dirs; the package index where the 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import subprocess
 import sys
+import tarfile
 import textwrap
 from collections import Counter
 from pathlib import Path
@@ -20,6 +22,7 @@ from coderun.cli.main import app
 from coderun.config import Settings
 from coderun.envs.diagnose import baseline_failure
 from coderun.envs.drafting import DraftOptions, draft_manifest
+from coderun.envs.sources import download_sdist
 from coderun.errors import SourceError
 from coderun.manifests.schema import parse_manifest
 from coderun.tasks.parallel import Meter
@@ -287,3 +290,33 @@ def test_pkg_resources_is_not_mapped_to_a_project_that_vendors_it(tmp_path):
     repo = make_repo(tmp_path / "proj", {**PKG, "tests/test_add.py": "import pkg_resources\n" + TEST_ADD})
     d = draft(repo, tmp_path / "home")
     assert "requirements" not in d.get("install", {}), d
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_a_one_commit_checkout_of_a_2021_release_goes_through_to_ground_truth(tmp_path, monkeypatch):
+    """A vendored checkout (one commit of today, tag v1.19.0) of parse's 2021 sdist, nothing edited: the draft
+    says its date's evidence, ground truth passes 100% and blank 0%."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("CODERUN_HOME", str(home))
+    with tarfile.open(download_sdist("parse==1.19.0", Settings(home=home))) as tar:
+        tar.extractall(tmp_path, filter="data")
+    repo = git.Repo.init(tmp_path / "parse-1.19.0")
+    with repo.git.custom_environment(**_IDENTITY):
+        repo.git.add("--all")
+        repo.git.commit("-q", "-m", "vendored parse 1.19.0")
+    repo.create_tag("v1.19.0")
+    manifest = tmp_path / "parse.yaml"
+    steps = [["projects", "add", repo.working_dir, "-o", str(manifest)], ["env", "build", str(manifest)],
+             ["tasks", "build", str(manifest), "--no-rigor", "-j", "1"]]
+    for args in steps:
+        res = CliRunner().invoke(app, [*args, *(["--backend", "local"] if args[0] != "projects" else [])])
+        assert res.exit_code == 0, (args, res.output)
+    text = " ".join(manifest.read_text().split())
+    assert "resolve_as_of: 2021-01-14" in text and "tag v1.19.0 on the commit was uploaded" in text
+    for mode, expected in (("--ground-truth", 1.0), ("--blank", 0.0)):
+        res = CliRunner().invoke(app, ["eval", "--project", str(manifest), mode, "--backend", "local", "-j", "1",
+                                       "--json"])
+        assert res.exit_code == 0, res.output
+        run_dir = Path(json.loads(res.stdout.strip().splitlines()[-1])["run_dir"])
+        assert json.loads((run_dir / "report.json").read_text())["overall"]["pass@k"]["1"] == expected, mode

@@ -6,14 +6,14 @@ phase that raised cannot be reported as passed, whichever class makes the report
 from __future__ import annotations
 
 import pytest
-from sandbox_fixtures import NODEIDS, quiet, spec_for, tiny_project, tiny_venv  # noqa: F401
+from sandbox_fixtures import LIMITS, NODEIDS, quiet, spec_for, tiny_project, tiny_venv, write_project  # noqa: F401
 
 from coderun.records import Evidence, FindingKind, VerdictKind
 from coderun.runner.evidence import SampleRun
 from coderun.runner.execute import run_sample
 from coderun.runner.executors import WorkerPool
 from coderun.runner.grade import grade
-from coderun.sandbox import create_sandbox
+from coderun.sandbox import SandboxSpec, create_sandbox
 
 GOOD = "def add(a, b):\n    return a + b\n"
 
@@ -70,4 +70,20 @@ def test_the_good_sample_raises_nothing(request):
     with WorkerPool("local", {"tiny": spec_for("local", request)}, 1) as pool:
         ev = pool.run("tiny", SampleRun(relfile="pkg/mod.py", new_source=GOOD, nodeids=NODEIDS, timeout=60,
                                         per_test_timeout=10, env={}))
+    assert ev.tampering == [] and grade(ev.expected, ev).verdict is VerdictKind.PASS, ev
+
+
+def test_doctests_that_show_values_do_not_replace_a_builtin(tmp_path, request):
+    """semver 2.13.0's doctests: each shown value sets `builtins._` again (the displayhook's), which read as a
+    builtin replaced, and `tasks build` refused the project as tampering."""
+    project = write_project(tmp_path / "project")
+    (project / "pkg" / "other.py").write_text('def double(x):\n    """\n    >>> double(2)\n    4\n    """\n'
+                                              '    return 2 * x\n\n\ndef triple(x):\n    """\n    >>> triple(2)\n'
+                                              '    6\n    """\n    return 3 * x\n')
+    spec = SandboxSpec(project="tiny", project_dir=str(project), python=str(request.getfixturevalue("tiny_venv")),
+                       limits=LIMITS)
+    nodeids = ["pkg/other.py::pkg.other.double", "pkg/other.py::pkg.other.triple", *NODEIDS]
+    with quiet(), create_sandbox("local", spec) as sb:
+        ev = run_sample(sb, relfile="pkg/mod.py", new_source=GOOD, nodeids=nodeids, timeout=60, per_test_timeout=10,
+                        env={}, pytest_args=("--doctest-modules",))
     assert ev.tampering == [] and grade(ev.expected, ev).verdict is VerdictKind.PASS, ev

@@ -7,14 +7,14 @@ and by rebinding a name in a test module's globals. Each fails as tampering with
 from __future__ import annotations
 
 import pytest
-from sandbox_fixtures import NODEIDS, quiet, spec_for, tiny_project, tiny_venv  # noqa: F401
+from sandbox_fixtures import LIMITS, NODEIDS, quiet, spec_for, tiny_project, tiny_venv, write_project  # noqa: F401
 
 from coderun.records import Evidence, FindingKind, VerdictKind
 from coderun.runner.evidence import SampleRun
 from coderun.runner.execute import run_sample
 from coderun.runner.executors import WorkerPool
 from coderun.runner.grade import grade
-from coderun.sandbox import create_sandbox
+from coderun.sandbox import SandboxSpec, create_sandbox
 
 GOOD = "def add(a, b):\n    return a + b\n"
 _SWAP = ("def _swap():\n"
@@ -129,3 +129,18 @@ def test_a_wrapper_that_names_its_tests_file_is_not_tampering(request, tmp_path)
                                   per_test_timeout=10, env={}) for code in (GOOD, GOOD.replace("a + b", "a - b")))
     assert good.tampering == [] and grade(good.expected, good).verdict is VerdictKind.PASS, good
     assert grade(wrong.expected, wrong).verdict is VerdictKind.FAIL, wrong
+
+
+def test_generated_methods_a_conftest_holds_are_not_unreadable_test_code(tmp_path, request):
+    """findpython's conftest imports dataclasses: their generated methods come from "<string>", which the check
+    read as a file of the copy that cannot be read, and `tasks build` refused the project as tampering."""
+    project = write_project(tmp_path / "project")
+    (project / "tests" / "conftest.py").write_text(
+        "import collections\nimport dataclasses\n\n\n@dataclasses.dataclass\nclass Version:\n    major: int = 0\n\n\n"
+        "Pair = collections.namedtuple('Pair', 'a b')\n")
+    spec = SandboxSpec(project="tiny", project_dir=str(project), python=str(request.getfixturevalue("tiny_venv")),
+                       limits=LIMITS)
+    with quiet(), create_sandbox("local", spec) as sb:
+        ev = run_sample(sb, relfile="pkg/mod.py", new_source=GOOD, nodeids=NODEIDS, timeout=60, per_test_timeout=10,
+                        env={})
+    assert ev.tampering == [] and grade(ev.expected, ev).verdict is VerdictKind.PASS, ev

@@ -35,7 +35,7 @@ _STATE = frozenset({("_pytest.assertion.util", "_reprcompare"), ("_pytest.assert
 # (its declaration caches on a class it is asked about). Measured on the built-in projects' tests.
 _STATE_KEYS = frozenset({"_pytest_diamond_inheritance_warning_shown", "__warningregistry__",
                          "__implemented__", "__providedBy__", "__provides__"})
-_map, _list, _len, _sum, _all, _type, _isinstance = map, list, len, sum, all, type, isinstance
+_map, _list, _len, _sum, _all, _type, _isinstance, _callable = map, list, len, sum, all, type, isinstance, callable
 _chain, _is = itertools.chain.from_iterable, operator.is_
 _values, _code_of = operator.methodcaller("values"), operator.attrgetter("__code__")
 _FunctionType, _BUILTINS, _SYS = types.FunctionType, vars(builtins), sys
@@ -140,7 +140,9 @@ def _benign(change: str, label: str, key: str, before, now) -> bool:
     if (label, key) in _STATE or key in _STATE_KEYS:
         return True
     if label == "builtins":  # a new builtin (gettext's `_`, pybind11's internals) shadows nothing pytest
-        return change == "added"  # calls: its code names only what is defined
+        # calls: its code names only what is defined. `_` is also the displayhook's last value, which each
+        # doctest example that shows one sets again; gettext's `_` (a callable tests call) stays watched.
+        return change == "added" or (change == "replaced" and key == "_" and not _callable(before))
     module = _SYS.modules.get(label)
     if module is None or vars(module) is not _integrity.get("dicts", {}).get(label):
         return False  # a class dict: an attribute added or replaced there is machinery

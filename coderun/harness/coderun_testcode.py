@@ -245,11 +245,12 @@ def _held(f) -> tuple:
     return f.__code__, f.__defaults__, f.__kwdefaults__, f.__closure__, cells
 
 
-def _code_path(code) -> str:
-    """The real path of the file a code object was compiled from; "" for code that exec or eval made under a
-    pseudo name (`<string>`: a NamedTuple's `__new__`, a dataclass's `__init__`), which is no file's."""
+def _file_of_code(code) -> str:
+    """The real path of the file `code` was compiled from; "" for generated code ("<string>": a dataclass's
+    or namedtuple's methods; "<attrs generated init ...>"), which no file holds: resolved against the
+    working directory, the name would read as a file of the copy."""
     name = code.co_filename
-    return os.path.realpath(name) if os.path.isabs(name) else ""
+    return "" if name.startswith("<") and name.endswith(">") else os.path.realpath(name)
 
 
 def _ours(path: str) -> bool:
@@ -260,7 +261,7 @@ def _ours(path: str) -> bool:
 def _not_its_file(label: str, func) -> list[str]:
     """A function the tests run whose code comes from a file of the copy, but is not that file's code (compiled
     from its text)."""
-    path = _code_path(func.__code__)
+    path = _file_of_code(func.__code__)
     if not _ours(path):
         return []
     text = _source(path)
@@ -280,7 +281,7 @@ def _impersonates(func, path: str, index: dict) -> bool:
     if own and os.path.realpath(own) == path:  # a function of the file itself: its code must be the file's
         return False
     line = func.__code__.co_firstlineno
-    return any(c.co_firstlineno == line and _code_path(c) == path and any(c == k for k in index.get((c.co_name, line), ()))
+    return any(c.co_firstlineno == line and _file_of_code(c) == path and any(c == k for k in index.get((c.co_name, line), ()))
                for c in (f.__code__ for f in _held_functions(func)))
 
 
@@ -297,7 +298,7 @@ def _held_functions(func) -> list:
 def _not_test_code(nodeid: str, func) -> list[str]:
     """The function an item runs is the project's code (its tests, a base class's test method, a helper), or
     a wrapper (a decorator's) of it; not the sample's."""
-    if any(_ours(_code_path(f.__code__)) for f in _reached(func)):
+    if any(_ours(_file_of_code(f.__code__)) for f in _reached(func)):
         return []
     return [f"the test {nodeid} runs {getattr(func, '__qualname__', func)!r} from "
             f"{os.path.basename(func.__code__.co_filename)}, not test code"]
