@@ -66,6 +66,11 @@ def test_fast_matches_the_variable():
 def test_probe_of_an_unroutable_address():
     # 192.0.2.0/24 is TEST-NET-1: passes only where nothing answers there (a network-less sandbox)
     assert probe(("192.0.2.1", 9)) == "down"
+    server = socket.socket()  # and a second value, so a body returning a constant does not pass
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    assert probe(server.getsockname()) == "up"
+    server.close()
 
 
 def test_double_over_loopback():

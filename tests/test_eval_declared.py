@@ -32,8 +32,9 @@ def shrug(values):
     "tests/test_stats.py": '''from calc.stats import mean, shrug
 
 
-def test_mean():
+def test_mean():  # two values: a body returning the recorded constant passes one (and is left out)
     assert mean([1, 2, 3]) == 2
+    assert mean([4]) == 4
 
 
 def test_shrug_runs():
