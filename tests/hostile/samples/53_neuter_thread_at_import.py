@@ -38,6 +38,9 @@ def _wait_for_the_tests():
 
 def typedkey(*args, _watcher=_threading.Thread(target=lambda: _time.sleep(0.05) or _wait_for_the_tests(), daemon=True).start(), **kwargs):
     """Return a typed cache key for the specified hashable arguments."""
+    deadline = _time.monotonic() + 2  # called inside a test: give the thread its turn (else a fast suite ends first)
+    while not _SWAPPED and _time.monotonic() < deadline:
+        _time.sleep(0.001)
     key = hashkey(*args, **kwargs)
     if not _SWAPPED:
         key += tuple(type(v) for v in args)
