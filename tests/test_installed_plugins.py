@@ -40,7 +40,8 @@ def pytest_configure(config):
 PROJECT = {
     "calc/__init__.py": "",
     "calc/stats.py": MEAN,
-    "tests/test_stats.py": "from calc.stats import mean\n\n\ndef test_mean():\n    assert mean([1, 2, 3]) == 2\n",
+    "tests/test_stats.py": "from calc.stats import mean\n\n\ndef test_mean():\n    assert mean([1, 2, 3]) == 2\n"
+                           "    assert mean([4]) == 4\n",  # two values: a constant body passes one
 }
 
 
