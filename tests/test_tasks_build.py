@@ -214,7 +214,8 @@ def test_unresolved_target_is_reported(built, tmp_path):
 
 UNDOCUMENTED = {"calc/__init__.py": "", "calc/ops.py": "def add(a, b):\n    total = a\n    total += b\n"
                 "    result = total\n    return result\n",
-                "tests/test_ops.py": "from calc.ops import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"}
+                "tests/test_ops.py": "from calc.ops import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+                "    assert add(1, 1) == 2\n"}  # two values: a constant body passes one
 
 
 @pytest.mark.slow
