@@ -1,5 +1,6 @@
 """Run a project's whole test suite once on the original code (the baseline) so that no test can stall it.
-Standalone (stdlib only, Python 3.7): run by the project's interpreter, on the host or in an image.
+Standalone (stdlib only, Python 3.6, as the oldest projects' baselines need): run by the project's interpreter,
+on the host or in an image.
 
     python coderun_baseline.py OUT_DIR TIMEOUT -- python -m pytest -p coderun_limit ...
 
@@ -9,8 +10,6 @@ deselected, up to a few times; OUT_DIR/ended.json lists those tests. The exit co
 it ran out of time). Every run's output goes to this process's stdout.
 """
 
-from __future__ import annotations
-
 import json
 import os
 import subprocess
@@ -19,7 +18,7 @@ import sys
 ATTEMPTS = 5
 
 
-def unfinished(log: str) -> tuple[bool, str | None]:
+def unfinished(log: str) -> "tuple[bool, str | None]":
     """(the session finished, the test that began and did not end) from a limit log."""
     begun, finished = None, False
     try:
@@ -37,10 +36,10 @@ def unfinished(log: str) -> tuple[bool, str | None]:
     return finished, begun
 
 
-def main(argv: list[str]) -> int:
+def main(argv: "list[str]") -> int:
     out, timeout, cmd = argv[1], float(argv[2]), argv[4:]
     log = os.path.join(out, "limit.log")
-    ended: list[str] = []
+    ended = []  # type: list[str]
     code = 0
     for _ in range(ATTEMPTS):
         if os.path.exists(log):

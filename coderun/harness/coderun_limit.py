@@ -1,5 +1,5 @@
 """coderun's per-test time limit for whole-suite runs of the original code (the baseline, the coverage run):
-a pytest plugin loaded with `-p coderun_limit`. Standalone (stdlib and pytest only, Python 3.7).
+a pytest plugin loaded with `-p coderun_limit`. Standalone (stdlib and pytest only, Python 3.6).
 
     CODERUN_TEST_TIMEOUT    seconds allowed per test (setup + call + teardown); 0 disables
     CODERUN_LIMIT_LOG       a file that gets `begin NODEID`, `end NODEID [timeout]` and `finish` lines
@@ -10,8 +10,6 @@ exception) is ended with the whole process by faulthandler five seconds later. I
 and no `finish`, say which test it was (coderun_baseline runs the suite again without it).
 Not a sandbox's reporter: it watches nothing, since only the original code runs under it.
 """
-
-from __future__ import annotations
 
 import faulthandler
 import os
