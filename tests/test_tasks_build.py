@@ -62,13 +62,16 @@ def rounded(price):
     up = frac >= 0.5
     return whole + int(up)
 ''',
-    "tests/test_prices.py": '''import os
-import unittest
+    "tests/test_prices.py": '''import unittest
 
 from shop.prices import rounded, shrug, with_tax
 
 
+TAXED = []
+
+
 def test_tax():
+    TAXED.append(1)
     assert with_tax(10) == 12
 
 
@@ -89,15 +92,13 @@ def test_unrelated():
 
 def test_rounded_stable():
     assert rounded(2.5) == 3
+    assert rounded(0.2) == 0
 
 
 def test_rounded_flaky():
-    # Fails on the fifth time it ever runs (baseline, coverage run, the two recording runs of pass+, then the
-    # first verification run).
-    path = os.environ["SHOP_COUNTER"]
-    n = int(open(path).read()) if os.path.exists(path) else 0
-    open(path, "w").write(str(n + 1))
-    assert n != 4
+    # Passes only after test_tax in the same session (test pollution): so in the baseline, the coverage run
+    # and the two runs of every mapped test at once, but not in the task's own run of the original.
+    assert TAXED
     assert rounded(1.2) == 1
 
 
@@ -115,7 +116,7 @@ def built(tmp_path_factory):
     manifest_file = tmp / "shop.yaml"
     manifest_file.write_text(
         "name: shop\nsource: {path: shop}\npython: '3.11'\n"
-        f"tests:\n  paths: [tests]\n  env: {{SHOP_COUNTER: '{tmp / 'counter'}'}}\n"
+        "tests:\n  paths: [tests]\n"
         "tasks:\n  targets:\n    - function: shop/prices.py::with_tax\n      aliases: [CE-1]\n"
         "      human_docstring: Add the tax to a price.\n")
     mp = pytest.MonkeyPatch()
