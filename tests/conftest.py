@@ -1,13 +1,20 @@
 """Shared fixtures. `docker_engine`: a client for a Docker engine that answers, or a skip saying why.
 
-Under pytest-xdist (`-n auto`, `--dist loadgroup` from pyproject), each file's tests run on one worker, so a
-module's fixture (a built project) is built once; every file with a docker test runs on the same worker, since
-those share the engine's images by tag (one test removes what another would use).
+Under pytest-xdist (`-n auto`, `--dist loadfile` from pyproject), each file's tests run on one worker, so a
+module's fixture (a built project) is built once and a file's Docker tests, which add and remove images in the
+engine by tag, never overlap one another.
 """
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# pytest-xdist's workers get COLUMNS from the controller; rich would fix the CLI consoles' width to it when
+# coderun.cli is imported, and the tests that pass COLUMNS to one command would no longer get it.
+os.environ.pop("COLUMNS", None)
+os.environ.pop("LINES", None)
 
 
 @pytest.fixture(scope="session")
@@ -22,9 +29,3 @@ def docker_engine():
     yield client
     client.close()
 
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    docker_files = {item.path for item in items if item.get_closest_marker("docker")}
-    for item in items:
-        group = "docker" if item.path in docker_files else item.nodeid.split("::", 1)[0]
-        item.add_marker(pytest.mark.xdist_group(group))

@@ -18,6 +18,7 @@ import subprocess
 import tempfile
 import threading
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -37,18 +38,19 @@ from coderun.manifests.schema import find_manifest
 
 pytestmark = pytest.mark.slow
 
-LISTEN_PORT = 47613        # 21_network connects here, on 127.0.0.1 only
+SAMPLE_PORT = 47613        # 21_network connects here, on 127.0.0.1 only: the Listener's port replaces it
 CANARY_GLOB = "coderun-hostile-canary"
 LEFTOVER_MARKS = ("coderun-hostile-bg", "coderun-hostile-escape")
 
 
 class Listener:
-    """Accepts connections on 127.0.0.1:LISTEN_PORT and records what arrives."""
+    """Accepts connections on a free port of 127.0.0.1 and records what arrives (a fixed port can be taken by
+    another test's connection when tests run in parallel)."""
 
     def __init__(self) -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", LISTEN_PORT))
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
         self.sock.listen(16)
         self.sock.settimeout(0.5)
         self.received: list[bytes] = []
@@ -145,7 +147,7 @@ def hostile_run(request, tmp_path_factory):
     secret = f"canary-{uuid.uuid4().hex}"
     (canary_dir / "secret.txt").write_text(secret + "\n")
     listener = Listener()
-    hostile = corpus()
+    hostile = [replace(h, code=h.code.replace(str(SAMPLE_PORT), str(listener.port))) for h in corpus()]
     labels = write_samples(tmp / "hostile.jsonl", hostile)
     try:
         result = run_eval(tmp / "hostile.jsonl", tmp / "run", backend, projects)
