@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from pathlib import Path
 
@@ -294,3 +295,21 @@ def test_docker_close_removes_the_container_and_stale_ones_are_found(request, do
     c = docker_engine.containers.create(request.getfixturevalue("test_image"), ["true"],
                                         labels={f"{LABEL}.managed": "1", f"{LABEL}.owner": f"{socket.gethostname()}:{dead.pid}"})
     assert c.id in cleanup_stale_containers(docker_engine)
+
+
+@pytest.mark.parametrize(("code", "said"), [
+    ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", "(killed by SIGKILL)"),
+    ("raise SystemExit(3)", "(exit code 3)"),
+])
+def test_a_long_lived_process_that_ends_silently_says_how_it_ended(tmp_path, code, said):
+    """A worker killed with no word on stderr was reported as "the worker ended: no message"."""
+    import time
+
+    from coderun.sandbox.local_processes import LocalProcess
+
+    proc = LocalProcess([sys.executable, "-c", code], {}, tmp_path / "err", "CODERUN_TEST_MARK=1")
+    try:
+        assert proc.read_line(time.monotonic() + 30) is None
+        assert proc.stderr_tail() == said
+    finally:
+        proc.close()

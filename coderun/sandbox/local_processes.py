@@ -210,6 +210,8 @@ class LocalProcess(SandboxProcess):
             self._feed(chunk)
         with contextlib.suppress(OSError):
             self._stderr.feed(self.stderr_path.read_bytes()[-16384:])
+        with contextlib.suppress(subprocess.TimeoutExpired):  # how it ended: a silent death names its cause
+            self._stderr.feed(f"\n({exit_status(self.proc.wait(1))})".encode())
         self._ended()
 
     def send(self, data: bytes) -> None:
@@ -228,6 +230,14 @@ class LocalProcess(SandboxProcess):
         for stream in (self.proc.stdin, self.proc.stdout):
             with contextlib.suppress(OSError):
                 stream.close()
+
+
+def exit_status(code: int) -> str:
+    """A process's end as a person reads it (bubblewrap reports its child killed by signal N as 128 + N)."""
+    signo = -code if code < 0 else code - 128 if 128 < code < 128 + 65 else 0
+    with contextlib.suppress(ValueError):
+        return f"killed by {signal.Signals(signo).name}" if signo else f"exit code {code}"
+    return f"exit code {code}"
 
 
 def _join(procs_file: str) -> None:
