@@ -14,7 +14,8 @@ import os
 import sqlite3
 import subprocess
 import sys
-import time
+import threading
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import pytest
@@ -113,11 +114,35 @@ def assert_complete_and_identical(run_dir: Path, reference: dict) -> None:
     assert not differ, f"{len(differ)} verdicts differ from the local workers executor: {list(differ.items())[:5]}"
 
 
-def assert_no_containers_left(client, since: int) -> None:
-    """No sandbox container made since `since` is left: those of the lost node's actors went with them (a
-    container's life is tied to its owner's connection, sandbox/docker.py), the others closed at the end."""
-    left = [c["Id"][:12] for c in client.api.containers(all=True, filters={"label": "org.coderun.managed=1"})
-            if c["Created"] >= since]
+@contextmanager
+def watching_containers(client):
+    """The `org.coderun.run` labels of the sandbox containers seen while the block runs (polled each 0.5 s)."""
+    seen: set[str] = set()
+    done = threading.Event()
+
+    def poll():
+        while not done.wait(0.5):
+            for c in client.api.containers(filters={"label": "org.coderun.managed=1"}):
+                seen.add(c["Labels"].get("org.coderun.run", ""))
+
+    t = threading.Thread(target=poll, daemon=True)
+    t.start()
+    try:
+        yield seen
+    finally:
+        done.set()
+        t.join()
+
+
+def assert_no_containers_left(client, run_dir: Path, seen: set[str]) -> None:
+    """No sandbox container of the run is left: those of the lost node's actors went with them (a container's
+    life is tied to its owner's connection, sandbox/docker.py), the others closed at the end. The run's
+    label picks them (another test's containers may be running now, under pytest-xdist); that the run's
+    containers carried it was seen while it ran."""
+    with RunStore.open(run_dir) as store:
+        run_id = store.info().run_id
+    assert run_id in seen, f"no container labelled org.coderun.run={run_id} seen during the run (saw {seen})"
+    left = [c["Id"][:12] for c in client.api.containers(all=True, filters={"label": f"org.coderun.run={run_id}"})]
     assert not left, f"{len(left)} sandbox containers outlived the run: {left}"
 
 
@@ -160,8 +185,9 @@ def test_node_removed_mid_run_loses_and_duplicates_nothing(backend, samples, ref
     if backend == "docker":
         request.getfixturevalue("docker_engine")
     expected = reference(backend)
-    started = int(time.time())
-    report = through_ray(samples, backend, tmp_path, "--remove-after", "30")
+    with watching_containers(request.getfixturevalue("docker_engine")) if backend == "docker" \
+            else nullcontext(set()) as seen:
+        report = through_ray(samples, backend, tmp_path, "--remove-after", "30")
     (removed,) = [e for e in report["events"] if e["event"] == "node removed"]
     assert removed["committed_after"] < len(expected), "the node was removed after the run had finished"
     (ev,) = report["evals"]
@@ -170,7 +196,7 @@ def test_node_removed_mid_run_loses_and_duplicates_nothing(backend, samples, ref
     assert_complete_and_identical(tmp_path / "run", expected)
     assert_not_run_again(tmp_path / "run", removed["finished"])
     if backend == "docker":
-        assert_no_containers_left(request.getfixturevalue("docker_engine"), started)
+        assert_no_containers_left(request.getfixturevalue("docker_engine"), tmp_path / "run", seen)
 
 
 @pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
@@ -180,8 +206,9 @@ def test_driver_killed_then_resume_finishes_identically(backend, samples, refere
     if backend == "docker":
         request.getfixturevalue("docker_engine")
     expected = reference(backend)
-    started = int(time.time())
-    report = through_ray(samples, backend, tmp_path, "--kill-after", "40")
+    with watching_containers(request.getfixturevalue("docker_engine")) if backend == "docker" \
+            else nullcontext(set()) as seen:
+        report = through_ray(samples, backend, tmp_path, "--kill-after", "40")
     (killed,) = [e for e in report["events"] if e["event"] == "driver killed"]
     assert killed["committed_after"] < len(expected), "the driver was killed after the run had finished"
     first, resume = report["evals"]
@@ -192,4 +219,4 @@ def test_driver_killed_then_resume_finishes_identically(backend, samples, refere
     assert_complete_and_identical(tmp_path / "run", expected)
     assert_not_run_again(tmp_path / "run", killed["finished"])
     if backend == "docker":
-        assert_no_containers_left(request.getfixturevalue("docker_engine"), started)
+        assert_no_containers_left(request.getfixturevalue("docker_engine"), tmp_path / "run", seen)

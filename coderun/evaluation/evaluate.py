@@ -252,7 +252,8 @@ def execute(store: RunStore, settings: Settings, *, jobs: int | None = None, clu
         u.inputs, u.rigor = inputs.get(u.task.task_id), config.rigor
     summary = RunSummary(store.path)
     isolation = run_isolation(store, config)
-    projects = run_projects(sorted({u.task.project for u in units}), config, settings, tasks, isolation)
+    projects = run_projects(sorted({u.task.project for u in units}), config, settings, tasks, isolation,
+                            store.info().run_id)
     summary.problems += _record_environments(store, projects)
     with make_pool(config.executor, config.backend, {n: p.spec for n, p in projects.items()}, jobs,
                    cluster=cluster, manifests={n: p.manifest for n, p in projects.items()},

@@ -42,15 +42,16 @@ def run_isolation(store: RunStore, config: RunConfig) -> str:
 
 
 def run_projects(names: list[str], config: RunConfig, settings: Settings,
-                 tasks: dict[str, Task], isolation: str = "auto") -> dict[str, RunProject]:
+                 tasks: dict[str, Task], isolation: str = "auto", run_id: str = "") -> dict[str, RunProject]:
     """Each named project ready to run the run's tasks (environments built when missing); a TaskError when
-    its source has moved past the commit the tasks were built at."""
+    its source has moved past the commit the tasks were built at. `run_id` labels the run's sandboxes
+    (docker: `org.coderun.run`), so a run's containers can be found among others'."""
     out = {}
     for name in names:
         manifest = find_manifest(config.manifests.get(name) or name, settings)
         co = checkout(manifest, settings)
         spec, environment = project_sandbox(manifest, settings, config.backend)  # builds the pre_install tree too
-        spec = replace(spec, isolation=isolation)
+        spec = replace(spec, isolation=isolation, run_id=run_id or spec.run_id)
         tree, co_commit = original_tree(manifest, settings, co.path), co.commit
         commits = {t.commit for t in tasks.values() if t.project == name}
         if commits - {co_commit}:

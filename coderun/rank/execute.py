@@ -68,7 +68,7 @@ def run_jobs(jobs: list[Job], store: RunStore, settings: Settings, *, slots: int
     config = store.info().eval_config()
     tasks = {j.task.task_id: j.task for j in jobs}
     projects = run_projects(sorted({j.task.project for j in jobs}), config, settings, tasks,
-                            run_isolation(store, config))
+                            run_isolation(store, config), store.info().run_id)
     jobs = sorted(jobs, key=lambda j: (j.task.project, j.task.task_id, j.hash))  # a worker stays on a project
     out = []
     with make_pool(config.executor, config.backend, {n: p.spec for n, p in projects.items()}, slots) as pool, \

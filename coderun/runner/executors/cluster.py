@@ -118,7 +118,8 @@ def _spec_on_this_node(manifest, backend: str, driver_spec: SandboxSpec) -> Sand
 
     if manifest is None:
         raise SandboxError(f"{driver_spec.project}: its environment is not on this node and no manifest came")
-    return replace(project_sandbox_spec(manifest, load_settings(), backend), limits=driver_spec.limits)
+    return replace(project_sandbox_spec(manifest, load_settings(), backend), limits=driver_spec.limits,
+                   run_id=driver_spec.run_id)
 
 
 class ClusterPool:
