@@ -151,8 +151,8 @@ SAMPLES = {"forged channel": FORGE.format(ids=NODEIDS, extra=""),
 
 def _naive(request):
     with quiet(), create_sandbox("local", spec_for("local", request)) as sb:
-        return {name: run_sample(sb, relfile="pkg/mod.py", new_source=code, nodeids=NODEIDS, timeout=60,
-                                 per_test_timeout=10, env={}) for name, code in SAMPLES.items()}
+        return {name: run_sample(sb, SampleRun(relfile="pkg/mod.py", new_source=code, nodeids=NODEIDS, timeout=60,
+                                 per_test_timeout=10, env={})) for name, code in SAMPLES.items()}
 
 
 def _workers(request):

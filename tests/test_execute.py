@@ -8,6 +8,7 @@ from sandbox_fixtures import LIMITS, NODEIDS, quiet, test_image, tiny_project, t
 from sandbox_fixtures import sandbox as sandbox  # noqa: F401  (the parametrized fixture)
 
 from coderun.records import Finding, FindingKind, VerdictKind
+from coderun.runner.evidence import SampleRun
 from coderun.runner.execute import run_sample
 from coderun.runner.grade import grade
 from coderun.sandbox import SandboxSpec, create_sandbox
@@ -21,7 +22,7 @@ def run(sandbox, source, tmp_path=None, nodeids=NODEIDS, **kw):
     args.update(kw)
     if tmp_path is not None:
         args["log_path"] = tmp_path / "test.log"
-    return run_sample(sandbox, **args)
+    return run_sample(sandbox, SampleRun(**args))
 
 
 def verdict(evidence):

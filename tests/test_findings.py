@@ -81,8 +81,8 @@ def reworded(monkeypatch, tmp_path):
 
 def _naive(request) -> dict[FindingKind, Evidence]:
     with quiet(), create_sandbox("local", spec_for("local", request)) as sb:
-        return {kind: run_sample(sb, relfile="pkg/mod.py", new_source=code, nodeids=NODEIDS, timeout=60,
-                                 per_test_timeout=10, env={}) for kind, code in SAMPLES.items()}
+        return {kind: run_sample(sb, SampleRun(relfile="pkg/mod.py", new_source=code, nodeids=NODEIDS, timeout=60,
+                                 per_test_timeout=10, env={})) for kind, code in SAMPLES.items()}
 
 
 def _workers(request) -> dict[FindingKind, Evidence]:
@@ -124,7 +124,7 @@ def _slow(request, executor: str) -> Evidence:
     run = dict(relfile="pkg/mod.py", new_source=SLOW, nodeids=NODEIDS[:1], timeout=60, per_test_timeout=2, env={})
     if executor == "naive":
         with quiet(), create_sandbox("local", spec_for("local", request)) as sb:
-            return run_sample(sb, **run)
+            return run_sample(sb, SampleRun(**run))
     with WorkerPool("local", {"tiny": spec_for("local", request)}, 1) as pool:
         return pool.run("tiny", SampleRun(**run))
 

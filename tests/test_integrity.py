@@ -43,8 +43,8 @@ SAMPLES = {
 
 def _naive(request) -> dict[str, Evidence]:
     with quiet(), create_sandbox("local", spec_for("local", request)) as sb:
-        return {name: run_sample(sb, relfile="pkg/mod.py", new_source=code, nodeids=NODEIDS, timeout=60,
-                                 per_test_timeout=10, env={}) for name, (_, code) in SAMPLES.items()}
+        return {name: run_sample(sb, SampleRun(relfile="pkg/mod.py", new_source=code, nodeids=NODEIDS, timeout=60,
+                                 per_test_timeout=10, env={})) for name, (_, code) in SAMPLES.items()}
 
 
 def _workers(request) -> dict[str, Evidence]:
@@ -84,6 +84,6 @@ def test_doctests_that_show_values_do_not_replace_a_builtin(tmp_path, request):
                        limits=LIMITS)
     nodeids = ["pkg/other.py::pkg.other.double", "pkg/other.py::pkg.other.triple", *NODEIDS]
     with quiet(), create_sandbox("local", spec) as sb:
-        ev = run_sample(sb, relfile="pkg/mod.py", new_source=GOOD, nodeids=nodeids, timeout=60, per_test_timeout=10,
-                        env={}, pytest_args=("--doctest-modules",))
+        ev = run_sample(sb, SampleRun(relfile="pkg/mod.py", new_source=GOOD, nodeids=nodeids, timeout=60, per_test_timeout=10,
+                        env={}, pytest_args=("--doctest-modules",)))
     assert ev.tampering == [] and grade(ev.expected, ev).verdict is VerdictKind.PASS, ev

@@ -19,6 +19,7 @@ from coderun.manifests.schema import load_manifest
 from coderun.rank.cluster import Member, rank_task
 from coderun.rank.metrics import summarize
 from coderun.records import VerdictKind
+from coderun.runner.evidence import SampleRun
 from coderun.runner.execute import run_sample
 from coderun.tasks import build_tasks, load_tasks
 from tests.helpers import write_tree
@@ -76,9 +77,9 @@ def test_files_given_beside_the_sample_are_in_its_copy_only(sandbox):
     generated = ("tests/test_generated.py", "from pkg.mod import add\n\n\ndef test_g():\n    assert add(2, 2) == 4\n")
     args = dict(relfile="pkg/mod.py", new_source="def add(a, b):\n    return a + b\n",
                 nodeids=["tests/test_generated.py::test_g"], timeout=60, per_test_timeout=3, env={})
-    ev = run_sample(sandbox, **args, files=(generated,))
+    ev = run_sample(sandbox, SampleRun(**args, files=(generated,)))
     assert [(o.nodeid, o.outcome) for o in ev.outcomes] == [("tests/test_generated.py::test_g", "passed")], ev
-    again = run_sample(sandbox, **args)
+    again = run_sample(sandbox, SampleRun(**args))
     assert not any(o.outcome == "passed" for o in again.outcomes)
 
 

@@ -55,8 +55,8 @@ SAMPLES = {
 
 def _naive(request) -> dict[str, Evidence]:
     with quiet(), create_sandbox("local", spec_for("local", request)) as sb:
-        return {name: run_sample(sb, relfile="pkg/mod.py", new_source=code, nodeids=NODEIDS, timeout=60,
-                                 per_test_timeout=10, env={}) for name, code in {**SAMPLES, "good": GOOD}.items()}
+        return {name: run_sample(sb, SampleRun(relfile="pkg/mod.py", new_source=code, nodeids=NODEIDS, timeout=60,
+                                 per_test_timeout=10, env={})) for name, code in {**SAMPLES, "good": GOOD}.items()}
 
 
 def _workers(request) -> dict[str, Evidence]:
@@ -98,8 +98,8 @@ def test_generated_methods_of_test_classes_are_not_tampering(request, tmp_path):
     spec = SandboxSpec(project="tiny", project_dir=str(project), python=str(request.getfixturevalue("tiny_venv")),
                        limits=LIMITS)
     with quiet(), create_sandbox("local", spec) as sb:
-        ev = run_sample(sb, relfile="pkg/mod.py", new_source=GOOD, nodeids=NODEIDS, timeout=60,
-                        per_test_timeout=10, env={})
+        ev = run_sample(sb, SampleRun(relfile="pkg/mod.py", new_source=GOOD, nodeids=NODEIDS, timeout=60,
+                        per_test_timeout=10, env={}))
     assert ev.tampering == [] and grade(ev.expected, ev).verdict is VerdictKind.PASS, ev
 
 
@@ -125,8 +125,8 @@ def test_a_wrapper_that_names_its_tests_file_is_not_tampering(request, tmp_path)
     spec = SandboxSpec(project="tiny", project_dir=str(project), python=str(request.getfixturevalue("tiny_venv")),
                        limits=LIMITS)
     with quiet(), create_sandbox("local", spec) as sb:
-        good, wrong = (run_sample(sb, relfile="pkg/mod.py", new_source=code, nodeids=NODEIDS, timeout=60,
-                                  per_test_timeout=10, env={}) for code in (GOOD, GOOD.replace("a + b", "a - b")))
+        good, wrong = (run_sample(sb, SampleRun(relfile="pkg/mod.py", new_source=code, nodeids=NODEIDS, timeout=60,
+                                  per_test_timeout=10, env={})) for code in (GOOD, GOOD.replace("a + b", "a - b")))
     assert good.tampering == [] and grade(good.expected, good).verdict is VerdictKind.PASS, good
     assert grade(wrong.expected, wrong).verdict is VerdictKind.FAIL, wrong
 
@@ -141,6 +141,6 @@ def test_generated_methods_a_conftest_holds_are_not_unreadable_test_code(tmp_pat
     spec = SandboxSpec(project="tiny", project_dir=str(project), python=str(request.getfixturevalue("tiny_venv")),
                        limits=LIMITS)
     with quiet(), create_sandbox("local", spec) as sb:
-        ev = run_sample(sb, relfile="pkg/mod.py", new_source=GOOD, nodeids=NODEIDS, timeout=60, per_test_timeout=10,
-                        env={})
+        ev = run_sample(sb, SampleRun(relfile="pkg/mod.py", new_source=GOOD, nodeids=NODEIDS, timeout=60, per_test_timeout=10,
+                        env={}))
     assert ev.tampering == [] and grade(ev.expected, ev).verdict is VerdictKind.PASS, ev

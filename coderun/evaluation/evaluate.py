@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import textwrap
 import time
 from collections.abc import Callable
@@ -29,11 +28,10 @@ from pathlib import Path
 
 from coderun.choices import Backend, Executor, Isolation
 from coderun.config import Settings
-from coderun.envs.testrun import test_env
 from coderun.envs.versions import ENVIRONMENT_FILE, coderun_environment, differences, environment_text
 from coderun.errors import SandboxError, StoreError, TaskError, UsageError
 from coderun.evaluation.folder import write_problems
-from coderun.evaluation.projects import RunProject, run_isolation, run_projects
+from coderun.evaluation.projects import projects_of_run
 from coderun.evaluation.samples import Resolver, first_of, read_samples, resolver_from_tasks
 from coderun.evaluation.store import (
     Result,
@@ -45,7 +43,7 @@ from coderun.evaluation.store import (
     code_hash,
     new_run_id,
 )
-from coderun.manifests.schema import Manifest, find_manifest
+from coderun.manifests.schema import find_manifest
 from coderun.records import (
     ConfigurationTests,
     Evidence,
@@ -59,13 +57,13 @@ from coderun.records import (
     VerdictKind,
 )
 from coderun.runner.differential import disagreement
-from coderun.runner.evidence import SampleRun
 from coderun.runner.executors import Pool, make_pool
 from coderun.runner.executors.cluster import parse_cluster, require_ray
 from coderun.runner.grade import grade, grade_plus, grade_unspliceable
+from coderun.runner.project import RunProject, task_slug
 from coderun.runner.splice import splice
 from coderun.runner.taxonomy import SpliceSite
-from coderun.sandbox.project import isolation_of, run_limits
+from coderun.sandbox.project import isolation_of
 from coderun.tasks.inputs import check_payload
 from coderun.tasks.store import load_inputs
 
@@ -251,9 +249,7 @@ def execute(store: RunStore, settings: Settings, *, jobs: int | None = None, clu
     for u in units:
         u.inputs, u.rigor = inputs.get(u.task.task_id), config.rigor
     summary = RunSummary(store.path)
-    isolation = run_isolation(store, config)
-    projects = run_projects(sorted({u.task.project for u in units}), config, settings, tasks, isolation,
-                            store.info().run_id)
+    projects = projects_of_run(store, [u.task.project for u in units], settings, tasks)
     summary.problems += _record_environments(store, projects)
     with make_pool(config.executor, config.backend, {n: p.spec for n, p in projects.items()}, jobs,
                    cluster=cluster, manifests={n: p.manifest for n, p in projects.items()},
@@ -369,11 +365,6 @@ def _count(summary: RunSummary, r: Result) -> None:
     summary.infra += r.verdict == VerdictKind.INFRA
 
 
-def task_slug(task_id: str) -> str:
-    """A task id as a folder name (the run folder's logs/ and spliced/)."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", task_id).strip("_")
-
-
 def _evaluate_unit(unit: _Unit, store: RunStore, pool: Pool, project: RunProject) -> list[Result]:
     task, first = unit.task, unit.samples[0]
     started = time.monotonic()
@@ -430,23 +421,14 @@ def _log_differential(log_path: Path, plus: Verdict, inputs: TaskInputs, evidenc
 
 def _run(unit: _Unit, pool: Pool, project: RunProject, new_source: str,
          log_path: Path, conf: ConfigurationTests, inputs: TaskInputs | None = None) -> Evidence:
-    task, manifest = unit.task, project.manifest
-    per_test, total = _timeouts(task, manifest, conf.tests)
+    task = unit.task
+    per_test, total = project.limits([task.test_durations.get(n, 1.0) for n in conf.tests])
     payload = check_payload(inputs.target, inputs.inputs, inputs.limit, inputs.budget) if inputs else None
-    env = {k: v for k, v in test_env(manifest, project.tree, conf.name).items() if k != "PYTHONPATH"}
     # --maxfail=1: one failing expected test decides the verdict and its class, so a wrong sample does not
     # also spend every other test's time limit.
-    run = SampleRun(relfile=task.file, new_source=new_source, nodeids=list(conf.tests),
-                    timeout=total + (inputs.budget if inputs else 0.0), per_test_timeout=per_test, env=env,
-                    pytest_args=(*manifest.tests.args, "--maxfail=1"), log_path=log_path, differential=payload)
-    try:
-        return pool.run(task.project, run)
-    except SandboxError as e:  # the sandbox could not even start
-        return Evidence(expected=conf.tests, infra_error=str(e))
-
-
-def _timeouts(task: Task, manifest: Manifest, tests: list[str]) -> tuple[float, float]:
-    return run_limits([task.test_durations.get(n, 1.0) for n in tests], manifest)
+    return project.run(pool, relfile=task.file, new_source=new_source, nodeids=conf.tests,
+                       limits=(per_test, total + (inputs.budget if inputs else 0.0)), log_path=log_path,
+                       configuration=conf.name, pytest_args=("--maxfail=1",), differential=payload)
 
 
 def _record(store: RunStore, unit: _Unit, outcome: PlusOutcome, evidence: Evidence | None, spliced: Path | None,

@@ -25,17 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from coderun.config import Settings
-from coderun.envs.testrun import test_env
-from coderun.errors import SandboxError
-from coderun.evaluation.evaluate import RunProject, run_isolation, run_projects, task_slug
+from coderun.evaluation.projects import projects_of_run
 from coderun.evaluation.ranking import ExecStatus, Execution, GeneratedTests, RankTests
 from coderun.evaluation.store import RunStore
 from coderun.rank.generate import generated_file, generated_path
 from coderun.records import Evidence, Task, TaskInputs
-from coderun.runner.evidence import SampleRun
 from coderun.runner.executors import Pool, make_pool
+from coderun.runner.project import RunProject, task_slug
 from coderun.runner.splice import splice
-from coderun.sandbox.project import run_limits
 from coderun.tasks.inputs import check_payload
 
 INPUTS_FILE = "test_coderun_rank_inputs.py"  # empty: collected, and nothing runs
@@ -67,8 +64,7 @@ def run_jobs(jobs: list[Job], store: RunStore, settings: Settings, *, slots: int
         return []
     config = store.info().eval_config()
     tasks = {j.task.task_id: j.task for j in jobs}
-    projects = run_projects(sorted({j.task.project for j in jobs}), config, settings, tasks,
-                            run_isolation(store, config), store.info().run_id)
+    projects = projects_of_run(store, [j.task.project for j in jobs], settings, tasks)
     jobs = sorted(jobs, key=lambda j: (j.task.project, j.task.task_id, j.hash))  # a worker stays on a project
     out = []
     with make_pool(config.executor, config.backend, {n: p.spec for n, p in projects.items()}, slots) as pool, \
@@ -91,34 +87,28 @@ def _execute(job: Job, pool: Pool, project: RunProject, run_dir: Path) -> Execut
         return _done(job, ExecStatus.UNSPLICEABLE, started, note=spliced.message or "does not splice")
     log = run_dir / "rank" / "logs" / task_slug(job.task.task_id) / f"{job.tests.value}-{job.hash[:12]}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        evidence = pool.run(job.task.project, sample_run(job, project, spliced.new_source, log))
-    except SandboxError as e:
-        return _done(job, ExecStatus.INFRA, started, note=str(e))
+    evidence = run_job(pool, job, project, spliced.new_source, log)
     if evidence.infra_error:
         return _done(job, ExecStatus.INFRA, started, note=evidence.infra_error)
     return _read(job, evidence, started)
 
 
-def sample_run(job: Job, project: RunProject, new_source: str, log: Path) -> SampleRun:
+def run_job(pool: Pool, job: Job, project: RunProject, new_source: str, log: Path) -> Evidence:
     """The run of one job: the task's first configuration (where its inputs were made)."""
-    task, manifest = job.task, project.manifest
+    task = job.task
     conf = task.runs()[0]
-    per_test, total = run_limits([task.test_durations.get(n, 1.0) for n in conf.tests[:1]], manifest)
-    env = {k: v for k, v in test_env(manifest, project.tree, conf.name).items() if k != "PYTHONPATH"}
-    common = {"relfile": task.file, "new_source": new_source, "env": env, "log_path": log,
-              "pytest_args": tuple(manifest.tests.args)}
+    common = {"relfile": task.file, "new_source": new_source, "log_path": log, "configuration": conf.name}
     if job.generated is not None:
         path, tests = generated_path(task), job.generated.tests
-        return SampleRun(nodeids=[f"{path}::{t.name}" for t in tests], per_test_timeout=GENERATED_TEST_TIMEOUT,
-                         timeout=30 + GENERATED_TEST_TIMEOUT * len(tests), files=((path, generated_file(tests)),),
-                         **common)
+        return project.run(pool, nodeids=[f"{path}::{t.name}" for t in tests], files=((path, generated_file(tests)),),
+                           limits=(GENERATED_TEST_TIMEOUT, 30 + GENERATED_TEST_TIMEOUT * len(tests)), **common)
     i = job.inputs
+    per_test, total = project.limits([task.test_durations.get(n, 1.0) for n in conf.tests[:1]])
     payload = json.dumps({**json.loads(check_payload(i.target, i.inputs, i.limit, i.budget)), "tests": "none"})
     empty = posixpath.join(posixpath.dirname(conf.tests[0].split("::", 1)[0]), INPUTS_FILE)
-    return SampleRun(nodeids=[f"{empty}::{NOTHING}"], timeout=total + i.budget, per_test_timeout=per_test,
-                     differential=payload, files=((empty, "# coderun rank: no test, the inputs only\n"),),
-                     **common)
+    return project.run(pool, nodeids=[f"{empty}::{NOTHING}"], limits=(per_test, total + i.budget),
+                       differential=payload, files=((empty, "# coderun rank: no test, the inputs only\n"),),
+                       **common)
 
 
 def _read(job: Job, evidence: Evidence, started: float) -> Execution:

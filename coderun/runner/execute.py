@@ -12,7 +12,6 @@ import json
 import posixpath
 import uuid
 import weakref
-from pathlib import Path
 
 from coderun.errors import SandboxError
 from coderun.harness import HARNESS_DIR
@@ -31,16 +30,10 @@ _pristine: weakref.WeakKeyDictionary[Sandbox, dict[str, str]] = weakref.WeakKeyD
 _HASH_SCRIPT = (HARNESS_DIR / "coderun_hashes.py").read_text(encoding="utf-8")
 
 
-def run_sample(sandbox: Sandbox, *, relfile: str, new_source: str, nodeids: list[str], timeout: float,
-               per_test_timeout: float, env: dict[str, str], pytest_args: list[str] | tuple[str, ...] = (),
-               log_path: str | Path | None = None, differential: str | None = None,
-               files: tuple[tuple[str, str], ...] = ()) -> Evidence:
-    """Run `nodeids` against the project with `relfile` replaced by `new_source` (and `files` written
-    beside it); never raises for anything the sample does. A broken sandbox is returned as Evidence with
-    `infra_error` set."""
-    run = SampleRun(relfile, new_source, list(nodeids), timeout, per_test_timeout, dict(env),
-                    tuple(pytest_args), Path(log_path) if log_path else None, differential=differential,
-                    files=tuple(files))
+def run_sample(sandbox: Sandbox, run: SampleRun) -> Evidence:
+    """Run `run.nodeids` against the project with `run.relfile` replaced by `run.new_source` (and
+    `run.files` written beside it); never raises for anything the sample does. A broken sandbox is
+    returned as Evidence with `infra_error` set."""
     try:
         return _run(sandbox, run)
     except SandboxError as e:

@@ -52,19 +52,16 @@ def sandbox_tests(manifest: Manifest, settings: Settings, backend: str, env: Loc
             durations: dict[str, float], jobs: int, notes: list[str]) -> Iterator[SandboxTests]:
     """A TestRunner backed by the evaluation's sandbox and workers executor (up to `jobs` workers, each
     keeping the tree in memory), with the evaluation's time limits for the tests it runs."""
-    from coderun.envs.testrun import test_env
-    from coderun.runner.evidence import SampleRun
     from coderun.runner.executors import WorkerPool
-    from coderun.sandbox.project import project_sandbox_spec, run_limits
+    from coderun.runner.project import RunProject
+    from coderun.sandbox.project import project_sandbox_spec
 
-    spec = project_sandbox_spec(manifest, settings, backend)  # exactly the evaluation's sandbox
+    project = RunProject(manifest, project_sandbox_spec(manifest, settings, backend), env.checkout.path)
     lock = threading.Lock()
     # A resumed build keeps the logs of the one it resumes and numbers its own after them.
     numbers = (p.stem.rsplit("-", 1)[-1] for pattern in ("run-*.log", "pass-plus-*.log") for p in logs.glob(pattern))
     counter = itertools.count(1 + max((int(n) for n in numbers if n.isdigit()), default=0))
-    tree = env.checkout.path
-    t_envs = {conf: {k: v for k, v in test_env(manifest, tree, conf).items() if k != "PYTHONPATH"}
-              for conf in configuration_names(manifest)}
+    tree = project.tree
 
     # Each test's longest time in a run of the original on the task's own tests: the first test of a subset
     # pays for module fixtures that another test paid for in the baseline.
@@ -78,17 +75,16 @@ def sandbox_tests(manifest: Manifest, settings: Settings, backend: str, env: Loc
         if new_source is None:
             new_source = (tree / relfile).read_text(encoding="utf-8")
         recorded = [max(durations.get(n, 1.0), seen.get(n, 0.0)) for n in nodeids]
-        per_test, total = run_limits(recorded, manifest)
+        per_test, total = project.limits(recorded)
         if first_failure:
             per_test, total = stub_test_limit(recorded, per_test), min(total, stub_run_limit(recorded))
         with lock:
             # Verification runs are run-N.log; the pass+ runs (exploring, confirming) pass-plus-N.log.
             log = logs / f"{'pass-plus' if differential else 'run'}-{next(counter):05d}.log"
-        ev = pool.run(manifest.name, SampleRun(
-            relfile=relfile, new_source=new_source, nodeids=list(nodeids), timeout=total + extra_time,
-            per_test_timeout=per_test, env=t_envs[configuration],
-            pytest_args=(*manifest.tests.args, *(["-x"] if first_failure else [])), log_path=log,
-            template=False, differential=differential))  # no two runs alike: a template would not pay off
+        ev = project.run(pool, relfile=relfile, new_source=new_source, nodeids=nodeids,
+                         limits=(per_test, total + extra_time), log_path=log, configuration=configuration,
+                         pytest_args=["-x"] if first_failure else [], differential=differential,
+                         template=False)  # no two runs alike: a template would not pay off
         if ev.infra_error:
             raise SandboxError(f"{manifest.name}: the sandbox failed while verifying tasks: {ev.infra_error}",
                                hint=f"see {log}; the decisions made so far are kept, run the build again")
@@ -103,7 +99,7 @@ def sandbox_tests(manifest: Manifest, settings: Settings, backend: str, env: Loc
                                  "the way a sample would), so please report it with the log")
         return ev
 
-    with WorkerPool(backend, {manifest.name: spec}, jobs) as pool:
+    with WorkerPool(backend, {manifest.name: project.spec}, jobs) as pool:
         try:
             yield SandboxTests(evidence)
         finally:

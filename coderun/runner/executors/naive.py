@@ -24,10 +24,7 @@ def run_naive(backend: str, spec: SandboxSpec, run: SampleRun, note: str = "") -
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the CLI says once that local does not isolate
             sb.start()
-        evidence = run_sample(sb, relfile=run.relfile, new_source=run.new_source, nodeids=run.nodeids,
-                              timeout=run.timeout, per_test_timeout=run.per_test_timeout, env=run.env,
-                              pytest_args=run.pytest_args, log_path=run.log_path, differential=run.differential,
-                              files=run.files)
+        evidence = run_sample(sb, run)
     except SandboxError as e:
         evidence = Evidence(expected=run.nodeids, infra_error=str(e))
     finally:
