@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import typer
@@ -14,9 +16,9 @@ from coderun.cli._common import (
     ProjectsDirOption,
     RegistryOption,
     WideOption,
-    build_each,
     console,
     err_console,
+    print_error,
     print_json,
     print_table,
     project_selection,
@@ -24,14 +26,22 @@ from coderun.cli._common import (
     warn_if_unisolated,
     with_registry,
 )
-from coderun.config import Settings
-from coderun.errors import EnvironmentBuildError
-from coderun.evaluation.evaluate import EvalRequest, RunSummary, execute, start_run
+from coderun.cli.tasks import print_project
+from coderun.evaluation.evaluate import EvalRequest, RunSummary
 from coderun.evaluation.folder import PROBLEMS_FILE, problem_kind, problem_kinds
-from coderun.evaluation.samples import Resolver
-from coderun.evaluation.store import RunStore, resolve_run_dir
-from coderun.manifests.schema import Manifest
-from coderun.records import Level, VerdictKind
+from coderun.evaluation.session import (
+    BuildFailed,
+    BuildingTasks,
+    EvalSession,
+    Event,
+    Graded,
+    InputProblem,
+    RunReady,
+    Said,
+    TasksBuilt,
+)
+from coderun.evaluation.store import Result, RunStore
+from coderun.records import Level
 from coderun.report.metrics import UnderK, parse_ks
 from coderun.sandbox.project import default_backend
 from coderun.tasks.parallel import Meter
@@ -78,138 +88,106 @@ def eval_command(
     s, project = project_selection(project, projects_dir)
     s = with_registry(s, registry)
     ks = parse_ks(k)
+    view = EvalView()
+    session = EvalSession(s, view)
     if resume:
-        store = RunStore.open(resolve_run_dir(resume, s))
-        err_console.print(f"resuming {store.path}: {len(store.results())} of {len(store.samples())} "
-                          "samples already have a verdict")
+        store = session.resume(resume)
     else:
-        store = _start(s, EvalRequest(
+        store = session.start(EvalRequest(
             samples=samples, ground_truth=ground_truth, blank=blank, projects=tuple(project or ()),
             level=Level.parse(level) if level else None, backend=backend or default_backend(), jobs=jobs,
             include_weak=include_weak, run_dir=run_dir, label=label, executor=executor, cluster=cluster,
             rigor=rigor, isolation=isolation))
-    env = store.environment()
-    if env is not None and env.isolation:
-        say_isolation(env.isolation, env.isolation_note)
-    else:  # a run started before coderun recorded its isolation
-        warn_if_unisolated(store.info().eval_config().backend)
-    summary = _execute(store, s, jobs if resume else None, cluster)
+    with view.progress():
+        summary = session.execute(store, jobs=jobs if resume else None, cluster=cluster)
     for note in summary.problems:  # samples that fell back from the workers executor to the naive one
         err_console.print(note, style="yellow", soft_wrap=True, markup=False, highlight=False)
     _finish(store, ks, under_k, summary, as_json, wide, s.runs)
 
 
-def _start(s: Settings, req: EvalRequest) -> RunStore:
-    from coderun.tasks import load_tasks
-
-    fallback, failed = _build_missing_tasks(s, req)
-    tasks, left_out = [], []
-    for name in req.projects or [None]:
-        tasks += load_tasks(s, project=name, level=req.level, include_weak=req.include_weak, rigor=req.rigor)
-        left_out += [t for t in load_tasks(s, project=name, level=req.level, status="verified")
-                     if t.trivially_passed(req.rigor) and not req.include_weak]
-    if left_out:
-        plus = " and pass+ lets it through" if req.rigor == "plus" else ""
-        err_console.print(f"{len(left_out)} verified tasks are left out of this run: a trivial body passes their "
-                          f"tests{plus} (weak or trivial in `coderun tasks list`); --include-weak evaluates them",
-                          soft_wrap=True, highlight=False)
-    if not tasks and failed:
-        raise EnvironmentBuildError(f"no tasks to evaluate: building the tasks of {', '.join(failed)} failed "
-                                    "(see above)")
-    shown: Counter[str] = Counter()
-    store, summary = start_run(req, s, tasks, on_problem=lambda m: _problem(m, shown), fallback=fallback)
-    _problems_summary(store.path, summary.problems, shown.total())
-    if summary.skipped_samples:
-        err_console.print(f"{summary.skipped_samples} samples are for tasks outside the selection and were "
-                          "left out")
-    err_console.print(f"run folder: {store.path}", soft_wrap=True)  # stdout is the report's (or --json's)
-    return store
-
-
 MAX_PROBLEMS_SHOWN = 10  # of each kind: a few rare ones stay visible among many unknown ids
 
 
-def _problem(message: str, shown: Counter[str]) -> None:
-    # One line per problem, never wrapped: people grep these for the line numbers.
-    if shown[problem_kind(message)] < MAX_PROBLEMS_SHOWN:
-        shown[problem_kind(message)] += 1
-        err_console.print(message, style="yellow", soft_wrap=True, markup=False, highlight=False)
+class EvalView:
+    """Renders an EvalSession's events on stderr (stdout is the report's, or --json's)."""
 
+    def __init__(self) -> None:
+        self.shown: Counter[str] = Counter()
+        self.ready: RunReady | None = None
+        self.tick: Callable[[Result], None] = lambda _r: None
 
-def _problems_summary(run_dir: Path, problems: list[str], shown: int) -> None:
-    """Every problem is in the run folder (start_run wrote it); the terminal gets a count per kind."""
-    if not problems:
-        return
-    kinds = problem_kinds(problems)
-    more = f"; {len(problems) - shown} more not shown" if len(problems) > shown else ""
-    err_console.print(f"{len(problems)} input problems ({', '.join(f'{n} {k}' for k, n in kinds.items())}{more}); "
-                      f"all listed in {run_dir / PROBLEMS_FILE}", soft_wrap=True, highlight=False)
+    def __call__(self, event: Event) -> None:
+        match event:
+            case Said(text, level):
+                err_console.print(text, style="yellow" if level == "warning" else None, soft_wrap=True,
+                                  markup=False, highlight=False)
+            case BuildingTasks(name, position, of, ids):
+                why = f", whose manifest knows {ids} of the samples' ids" if ids else ""
+                step = f"[{position}/{of}] " if of > 1 else ""
+                err_console.print(f"{step}no tasks stored for {name}{why}: building them first "
+                                  f"(coderun tasks build {name})", markup=False, highlight=False)
+            case TasksBuilt(report):
+                print_project(report, err_console)
+            case BuildFailed(name, error):
+                print_error(error, prefix=f"{name}: ")
+            case InputProblem(message):
+                # One line per problem, never wrapped: people grep these for the line numbers.
+                if self.shown[problem_kind(message)] < MAX_PROBLEMS_SHOWN:
+                    self.shown[problem_kind(message)] += 1
+                    err_console.print(message, style="yellow", soft_wrap=True, markup=False, highlight=False)
+            case RunReady():
+                self._ready(event)
+            case Graded(result):
+                self.tick(result)
 
+    def _ready(self, r: RunReady) -> None:
+        self.ready = r
+        if not r.resumed:
+            self._problems_summary(r.path, list(r.problems))
+            if r.skipped:
+                err_console.print(f"{r.skipped} samples are for tasks outside the selection and were left out")
+            err_console.print(f"run folder: {r.path}", soft_wrap=True)
+        if r.isolation:
+            say_isolation(r.isolation, r.isolation_note)
+        else:  # a run started before coderun recorded its isolation
+            warn_if_unisolated(r.backend)
 
-def _build_missing_tasks(s, req: EvalRequest) -> tuple[Resolver, dict[str, str]]:
-    """Build the tasks the run needs and the store lacks, one progress line per project: each --project P
-    (`coderun eval --project P` on a fresh machine), and each project whose manifest declares a sample's
-    id (or is named by it). A failed build is printed and the others go on. Returns the resolver that
-    explains the sample ids the selected tasks will not know, and the failed builds (project -> why)."""
-    from coderun.cli.tasks import print_project
-    from coderun.evaluation.samples import read_sample_ids
-    from coderun.manifests.schema import find_manifest, known_manifests
-    from coderun.tasks import build_tasks, built_projects
-    from coderun.tasks.declared import declared_ids, explaining_resolver, owner
+    def _problems_summary(self, run_dir: Path, problems: list[str]) -> None:
+        """Every problem is in the run folder (the run wrote it); the terminal gets a count per kind."""
+        if not problems:
+            return
+        kinds, shown = problem_kinds(problems), self.shown.total()
+        more = f"; {len(problems) - shown} more not shown" if len(problems) > shown else ""
+        err_console.print(f"{len(problems)} input problems ({', '.join(f'{n} {k}' for k, n in kinds.items())}"
+                          f"{more}); all listed in {run_dir / PROBLEMS_FILE}", soft_wrap=True, highlight=False)
 
-    manifests, broken = known_manifests(s) if req.samples else ([], {})
-    for e in broken.values():
-        err_console.print(f"skipping a manifest that does not load: {e.message}", style="yellow",
-                          markup=False, highlight=False)
-    declared = declared_ids(manifests)
-    built = built_projects(s)
-    todo: dict[str, tuple[Manifest, int]] = {n: (find_manifest(n, s), 0) for n in req.projects if n not in built}
-    for key in read_sample_ids(req.samples) if req.samples else []:
-        d = owner(declared, manifests, key)
-        if d is not None and d.project not in built and (not req.projects or d.project in req.projects):
-            m, n = todo.get(d.project, (d.manifest, 0))
-            todo[d.project] = (m, n + 1)
-    position = {name: i for i, name in enumerate(todo, start=1)}
+    @contextmanager
+    def progress(self) -> Iterator[None]:
+        """Graded samples as a bar on a terminal; in a log or CI a line every few samples or seconds."""
+        total, done = (self.ready.total, self.ready.done) if self.ready else (0, 0)
+        if not err_console.is_terminal:
+            with Meter("eval", total, Counter({"done before": done} if done else {}), True, unit="samples",
+                       console=err_console) as meter:
+                self.tick = lambda r: meter.advance(r.verdict.value)
+                yield
+            return
+        counts = {"pass": 0, "fail": 0, "infra": 0}
+        bar = Progress(TextColumn("[bold]eval[/]"), BarColumn(), MofNCompleteColumn(),
+                       TextColumn("[green]{task.fields[ok]} pass[/] [red]{task.fields[bad]} fail[/] "
+                                  "[yellow]{task.fields[infra]} infra[/]"),
+                       TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=err_console)
+        with bar:
+            tid = bar.add_task("eval", total=total, completed=done, ok=0, bad=0, infra=0, rate="")
 
-    def build(m: Manifest) -> None:
-        ids = todo[m.name][1]
-        why = f", whose manifest knows {ids} of the samples' ids" if ids else ""
-        step = f"[{position[m.name]}/{len(todo)}] " if len(todo) > 1 else ""
-        err_console.print(f"{step}no tasks stored for {m.name}{why}: building them first "
-                          f"(coderun tasks build {m.name})", markup=False, highlight=False)
-        for report in build_tasks(m, s, include_weak=req.include_weak).projects:
-            print_project(report, err_console)
+            def tick(result: Result) -> None:
+                counts[result.verdict.value] += 1
+                graded = counts["pass"] + counts["fail"]
+                rate = f"pass rate {counts['pass'] / graded:.1%}" if graded else ""
+                bar.update(tid, advance=1, ok=counts["pass"], bad=counts["fail"], infra=counts["infra"],
+                           rate=rate)
 
-    failed: dict[str, str] = {}
-    for _ in build_each([m for m, _ in todo.values()], build, "task builds", failed=failed):
-        pass
-    resolver = explaining_resolver(s, declared, manifests, failed=failed, include_weak=req.include_weak,
-                                   projects=req.projects, level=req.level, rigor=req.rigor)
-    return resolver, failed
-
-
-def _execute(store: RunStore, s, jobs: int | None, cluster: str | None = None) -> RunSummary:
-    total = len(store.samples())
-    done = len([r for r in store.results() if r.verdict != VerdictKind.INFRA])
-    if not err_console.is_terminal:  # a log or CI: a line every few samples or seconds, not a silent bar
-        with Meter("eval", total, Counter({"done before": done} if done else {}), True, unit="samples",
-                   console=err_console) as meter:
-            return execute(store, s, jobs=jobs, cluster=cluster, progress=lambda r: meter.advance(r.verdict.value))
-    counts = {"pass": 0, "fail": 0, "infra": 0}
-    bar = Progress(TextColumn("[bold]eval[/]"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("[green]{task.fields[ok]} pass[/] [red]{task.fields[bad]} fail[/] "
-                              "[yellow]{task.fields[infra]} infra[/]"),
-                   TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=err_console)
-    with bar:
-        tid = bar.add_task("eval", total=total, completed=done, ok=0, bad=0, infra=0, rate="")
-
-        def tick(result) -> None:
-            counts[result.verdict.value] += 1
-            graded = counts["pass"] + counts["fail"]
-            rate = f"pass rate {counts['pass'] / graded:.1%}" if graded else ""
-            bar.update(tid, advance=1, ok=counts["pass"], bad=counts["fail"], infra=counts["infra"], rate=rate)
-
-        return execute(store, s, jobs=jobs, cluster=cluster, progress=tick)
+            self.tick = tick
+            yield
 
 
 def _finish(store: RunStore, ks: list[int], under_k: UnderK, summary: RunSummary, as_json: bool,

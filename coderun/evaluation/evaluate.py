@@ -32,7 +32,7 @@ from coderun.envs.versions import ENVIRONMENT_FILE, coderun_environment, differe
 from coderun.errors import SandboxError, StoreError, TaskError, UsageError
 from coderun.evaluation.folder import write_problems
 from coderun.evaluation.projects import projects_of_run
-from coderun.evaluation.samples import Resolver, first_of, read_samples, resolver_from_tasks
+from coderun.evaluation.samples import Resolver, first_of, parse_samples, read_samples, resolver_from_tasks
 from coderun.evaluation.store import (
     Result,
     RunConfig,
@@ -129,7 +129,8 @@ class RunSummary:
 
 def start_run(req: EvalRequest, settings: Settings, tasks: list[Task], *,
               on_problem: Callable[[str], None] = lambda _m: None,
-              fallback: Resolver = lambda _id: None) -> tuple[RunStore, RunSummary]:
+              fallback: Resolver = lambda _id: None,
+              sample_lines: list[str] | None = None) -> tuple[RunStore, RunSummary]:
     """Create the run folder and store: the selected tasks and every sample to evaluate. Sample ids the
     selected tasks do not know are asked of `fallback`: a task outside the selection is left out (counted),
     an `Unavailable` one is a problem with its reason, an unknown one a problem too."""
@@ -148,7 +149,7 @@ def start_run(req: EvalRequest, settings: Settings, tasks: list[Task], *,
     inputs = load_inputs(settings, [t.task_id for t in tasks])  # kept in the run: it is graded on them
     store.add_tasks(RunTask.from_task(t, inputs.get(t.task_id)) for t in tasks)
     summary.run_dir = run_dir
-    store.add_samples(_samples(req, tasks, summary, on_problem, fallback))
+    store.add_samples(_samples(req, tasks, summary, on_problem, fallback, sample_lines))
     summary.samples = len(store.samples())
     write_problems(run_dir, summary.problems)
     return store, summary
@@ -183,12 +184,13 @@ def _default_label(req: EvalRequest) -> str:
     return req.samples.stem if req.samples else "run"
 
 
-def _samples(req: EvalRequest, tasks: list[Task], summary: RunSummary,
-             on_problem: Callable[[str], None], fallback: Resolver) -> list[RunSample]:
+def _samples(req: EvalRequest, tasks: list[Task], summary: RunSummary, on_problem: Callable[[str], None],
+             fallback: Resolver, lines: list[str] | None = None) -> list[RunSample]:
     if req.ground_truth or req.blank:
         make = _original_code if req.ground_truth else _blank_code
         return [RunSample(task_id=t.task_id, index=0, code=make(t), hash=code_hash(make(t))) for t in tasks]
-    loaded = read_samples(req.samples, first_of(resolver_from_tasks(tasks), fallback))
+    resolver = first_of(resolver_from_tasks(tasks), fallback)
+    loaded = parse_samples(lines, resolver) if lines is not None else read_samples(req.samples, resolver)
     for p in loaded.problems:
         msg = f"{req.samples}:{p.line}: {p.kind.value}: {p.message}"
         summary.problems.append(msg)

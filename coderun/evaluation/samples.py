@@ -204,19 +204,22 @@ def read_samples(path: Path, resolver: Resolver) -> LoadedSamples:
     return _read(path, lambda handle: parse_samples(handle, resolver))
 
 
-def read_sample_ids(path: Path) -> list[str]:
-    """The task ids a JSON-lines samples file names, as written, in order, once each (bad lines skipped):
-    what to build before the samples can be resolved."""
-    def ids(handle: Iterable[str]) -> list[str]:
-        seen: dict[str, None] = {}
-        for line in handle:
-            try:
-                raws = _records(line, lambda _id: None) if line.strip() else []
-            except _Bad:
-                continue
-            seen.update((r.input_id, None) for r in raws)
-        return list(seen)
-    return _read(path, ids)
+def read_lines(path: Path) -> list[str]:
+    """A samples file's lines, read once (its ids decide what to build before its samples are resolved)."""
+    return _read(path, list)
+
+
+def sample_ids(lines: Iterable[str]) -> list[str]:
+    """The task ids JSON-lines samples name, as written, in order, once each (bad lines skipped): what to
+    build before the samples can be resolved."""
+    seen: dict[str, None] = {}
+    for line in lines:
+        try:
+            raws = _records(line, lambda _id: None) if line.strip() else []
+        except _Bad:
+            continue
+        seen.update((r.input_id, None) for r in raws)
+    return list(seen)
 
 
 def _read(path: Path, read: Callable[[Iterable[str]], _T]) -> _T:
