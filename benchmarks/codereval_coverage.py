@@ -7,7 +7,7 @@ Run it after `coderun tasks build --all`. It reads what is built (each project's
 baseline, the task store's outcome of every declared target) and CoderEval's task list (ids and projects,
 from results-CodeGen-raw.jsonl); CoderEval's ids are matched to the manifests' `tasks.targets[].aliases`,
 never to CoderEval's answers. A task counts as runnable when it is a verified task. Levels are coderun's
-analyzer's, not CoderEval's labels. `--markdown` prints the tables for the README. Measurement, not product code.
+analyzer's, not CoderEval's labels. `--markdown` prints the tables for docs/benchmarks.md. Measurement, not product code.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def render(head: list[str], body: list[list[str]], markdown: bool) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_data_option(ap)
-    ap.add_argument("--markdown", action="store_true", help="Markdown tables (for the README)")
+    ap.add_argument("--markdown", action="store_true", help="Markdown tables (for docs/benchmarks.md)")
     ap.add_argument("--projects", type=Path, action="append", default=[], help="more manifest folders")
     args = ap.parse_args()
     ids = codereval_tasks(args.data)

@@ -161,7 +161,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None, help="drafts and logs (default: a new temporary folder)")
     ap.add_argument("--home", type=Path, default=DEFAULT_HOME, help=f"CODERUN_HOME (default {DEFAULT_HOME})")
     ap.add_argument("--backend", default="local", choices=["local", "docker"])
-    ap.add_argument("--markdown", action="store_true", help="a table for the README")
+    ap.add_argument("--markdown", action="store_true", help="a table for docs/benchmarks.md")
     ap.add_argument("--rigor", action="store_true", help="also derive the pass+ inputs in `tasks build` (ground "
                     "truth and blank do not need them; off by default to save time)")
     ap.add_argument("--rows", type=Path, help="print the table of an earlier run's rows.json, running nothing")

@@ -66,7 +66,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("projects", nargs="*", help="projects (default: every built-in and user manifest)")
     ap.add_argument("--record", type=Path, help="build times kept per image tag (JSON)")
-    ap.add_argument("--markdown", action="store_true", help="a Markdown table (for the README)")
+    ap.add_argument("--markdown", action="store_true", help="a Markdown table (for docs/benchmarks.md)")
     args = ap.parse_args()
     settings = load_settings()
     client = dockerlib.docker_client()

@@ -1,4 +1,5 @@
-"""The README's main job, timed as a new user meets it: cold (empty home) and warm (tasks built).
+"""The quick start's main job, timed as a new user meets it: cold (empty home) and warm (tasks built);
+the figures are in docs/benchmarks.md.
 
     python benchmarks/main_job.py [--runs 3] [--project cachetools] [--pip-cache DIR]
 

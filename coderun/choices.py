@@ -39,7 +39,7 @@ class Executor(_Choice):
 
 
 class Isolation(_Choice):
-    """How a local sandbox is kept apart from the host (README, threat model); docker's is its container.
+    """How a local sandbox is kept apart from the host (docs/threat-model.md); docker's is its container.
     auto: namespaces where this machine can make them, else none, said at the start and recorded in the run;
     namespaces: required, a run stops when they cannot be made; none: turned off (samples share the host)."""
 

@@ -185,7 +185,7 @@ class Task(Record):
     # A sample passes only if it passes in every configuration; empty: one run of `tests` with tests.env.
     configurations: list[ConfigurationTests] = Field(default_factory=list)
     # The tests still pass with the body replaced by `return None` in every configuration: they do
-    # not check what the function returns. The task stays in the benchmark, marked (see README, Tasks).
+    # not check what the function returns. The task stays in the benchmark, marked (see docs/tasks.md).
     pass_stub_passes: bool = False
     # The trivial bodies (rigor.trivial names: none, first_arg, empty, constant) with which the tests still
     # pass in every configuration: what the tests do not check. Kept and marked like pass_stub_passes.

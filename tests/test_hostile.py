@@ -5,7 +5,7 @@ For every hostile sample: not a pass (the expected class where the header names 
 the benign samples get the verdicts they get without the hostile ones, the pristine worktree is unchanged,
 no process, container or sandbox folder is left behind; with docker, and with local in namespaces, also:
 nothing reached the host's loopback, and a canary file outside the project was neither read nor changed. The
-local backend without namespaces makes no filesystem or network promise (README, threat model), so there those
+local backend without namespaces makes no filesystem or network promise (docs/threat-model.md), so there those
 two are not asserted.
 """
 

@@ -55,8 +55,8 @@ def say_isolation(isolation: str, note: str) -> None:
     """A run's first line about its samples' isolation: `none` is a warning."""
     if isolation == "none":
         err_console.print(f"[yellow]isolation: none ({escape(note)}): samples run as your user, with your files and "
-                          "network; use it for trusted code or inside a disposable machine (see README, threat "
-                          "model)[/]", soft_wrap=True)
+                          "network; use it for trusted code or inside a disposable machine (see docs/threat-model.md)"
+                          "[/]", soft_wrap=True)
     elif isolation:
         err_console.print(f"isolation: {isolation} ({escape(note)})", soft_wrap=True, highlight=False)
 

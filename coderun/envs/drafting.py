@@ -107,7 +107,7 @@ def make_draft(source: str, settings: Settings, name: str | None = None, rev: st
         manifest = parse_manifest(text, Path(f"<draft for {source}>"))
     except ManifestError as e:  # a draft that does not validate is a bug here, not the user's fault
         raise ManifestError(f"the drafted manifest does not validate (please report this): {e.message}",
-                            hint="write the manifest by hand from the README reference meanwhile") from None
+                            hint="write the manifest by hand from the reference, docs/manifests.md, meanwhile") from None
     return Draft(text, manifest, tuple(b.warnings))
 
 

@@ -1,4 +1,4 @@
-"""Templates: pytest configured once per task (see README, "Executors and speed").
+"""Templates: pytest configured once per task (see docs/evaluation.md, "Executors and speed").
 
 A forked *template* sets up the child's state in a pristine copy, runs pytest.main and pauses in
 pytest_load_initial_conftests, before any conftest or test module is imported (Pause); each sample's

@@ -248,7 +248,7 @@ def parse_manifest(text: str, path: Path) -> Manifest:
         manifest = Manifest.model_validate({**data, "origin": path})
     except ValidationError as e:
         raise ManifestError(_format_errors(path, root, e),
-                            hint="see the manifest reference in README.md") from None
+                            hint="see the manifest reference in docs/manifests.md") from None
     supplementary_files(manifest)  # a missing file is an error of the manifest, found when it is read
     return manifest
 

@@ -15,7 +15,7 @@ def render(data: dict, notes: dict[str, list[str]], *, source: str, kind: str, c
     head = [f"# Drafted by `coderun projects add {source}` from {kind} source at commit {commit[:12]}.",
             "# Every value below was read from the project's files; check them, then run",
             "# `coderun env build <this file>` and look at the baseline.",
-            "# Reference of every field: README.md, section \"Project manifests\"."]
+            "# Reference of every field: docs/manifests.md (coderun's documentation)."]
     head += [f"# WARNING: {w}" for w in warnings]
     out = ["\n".join(head), ""]
     for key in _ORDER:
