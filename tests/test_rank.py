@@ -16,7 +16,7 @@ from coderun.config import load_settings
 from coderun.evaluation.ranking import ExecStatus, Execution, RankTests
 from coderun.evaluation.store import Result, RunStore
 from coderun.manifests.schema import load_manifest
-from coderun.rank.cluster import Member, rank_task
+from coderun.rank.clustering import Member, rank_task
 from coderun.rank.metrics import summarize
 from coderun.records import VerdictKind
 from coderun.runner.evidence import SampleRun

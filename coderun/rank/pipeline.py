@@ -25,7 +25,7 @@ from coderun.evaluation.ranking import (
 from coderun.evaluation.store import RunSample, RunStore, RunTask
 from coderun.generate.base import RetryPolicy, get_provider
 from coderun.manifests.schema import find_manifest
-from coderun.rank.cluster import Member, rank_task
+from coderun.rank.clustering import Member, rank_task
 from coderun.rank.execute import Job, inputs_key, pending, run_jobs
 from coderun.rank.generate import DOES_NOT_PARSE, PARAMETRIZED, READS_SOURCE, ask
 from coderun.rank.metrics import summarize

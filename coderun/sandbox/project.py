@@ -10,6 +10,7 @@ lives) is answered here, by `_BACKENDS`; the rest of coderun takes a `Backend` a
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -67,6 +68,14 @@ class _Local:
         meta = json.loads((env.path / "env.json").read_text())
         return BuiltEnvironment(load_baseline(env), str(env.path), meta["build_seconds"])
 
+    @staticmethod
+    def usable(spec: SandboxSpec) -> bool:
+        return bool(spec.python) and Path(spec.python).exists() and Path(spec.project_dir).is_dir()
+
+    @staticmethod
+    def pull(spec: SandboxSpec, registry: str) -> bool:
+        return False  # a venv is not kept in a registry: it is built from the manifest
+
 
 class _Docker:
     """An image per project, built from the base image."""
@@ -87,6 +96,22 @@ class _Docker:
         image = build_project_image(manifest, settings, force=force)
         return BuiltEnvironment(image.baseline, image.tag)
 
+    @staticmethod
+    def usable(spec: SandboxSpec) -> bool:
+        from coderun.envs import dockerlib
+
+        with contextlib.suppress(Exception):  # no engine, or no such image: not usable here
+            dockerlib.docker_client().images.get(spec.image)
+            return True
+        return False
+
+    @staticmethod
+    def pull(spec: SandboxSpec, registry: str) -> bool:
+        from coderun.envs import dockerlib
+        from coderun.envs.registry import pull_image
+
+        return pull_image(dockerlib.docker_client(), spec.image, registry)
+
 
 _BACKENDS: dict[Backend, type[_Local] | type[_Docker]] = {Backend.LOCAL: _Local, Backend.DOCKER: _Docker}
 
@@ -100,6 +125,18 @@ def project_sandbox(manifest: Manifest, settings: Settings,
 def project_sandbox_spec(manifest: Manifest, settings: Settings, backend: Backend | str) -> SandboxSpec:
     """The sandbox for a project's tests: its venv (local) or its image (docker), built when missing."""
     return project_sandbox(manifest, settings, backend)[0]
+
+
+def usable_here(spec: SandboxSpec, backend: Backend | str) -> bool:
+    """Whether a spec made on another machine (a cluster's driver) works on this one as it is: its venv and
+    tree are here (one machine, or a shared home), or its image is in this engine."""
+    return _BACKENDS[Backend.parse(backend)].usable(spec)
+
+
+def pull_environment(spec: SandboxSpec, backend: Backend | str, registry: str) -> bool:
+    """Fetch the spec's environment from a registry by its content tag (docker images; a venv never is):
+    whether it is here now. A SandboxError when the registry fails."""
+    return _BACKENDS[Backend.parse(backend)].pull(spec, registry)
 
 
 def build_environment(manifest: Manifest, settings: Settings, backend: Backend, *, force: bool = False,

@@ -65,8 +65,9 @@ class ProjectWorker:
 
     def __init__(self, backend: str, spec: SandboxSpec, manifest: object | None, registry: str | None = None):
         from coderun.runner.executors.workers import WorkerPool
+        from coderun.sandbox.project import usable_here
 
-        if not _usable_here(spec, backend) and not (registry and _pulled(spec, backend, registry)):
+        if not usable_here(spec, backend) and not (registry and _pulled(spec, backend, registry)):
             spec = _spec_on_this_node(manifest, backend, spec)  # the driver's registry was tried above
         self.pool = WorkerPool(backend, {spec.project: spec}, 1)
         self.node = os.uname().nodename
@@ -84,27 +85,12 @@ class ProjectWorker:
         self.pool.__exit__(None, None, None)
 
 
-def _usable_here(spec: SandboxSpec, backend: str) -> bool:
-    """The driver's spec works on this node when its files are here (one machine, or a shared home)."""
-    if backend == "docker":
-        with contextlib.suppress(Exception):
-            import docker
-
-            docker.from_env().images.get(spec.image)
-            return True
-        return False
-    return bool(spec.python) and Path(spec.python).exists() and Path(spec.project_dir).is_dir()
-
-
 def _pulled(spec: SandboxSpec, backend: str, registry: str) -> bool:
-    """The driver's image pulled by its tag from the registry (no source or build needed on this node)."""
-    if backend != "docker":
-        return False
-    from coderun.envs import dockerlib
-    from coderun.envs.registry import pull_image
+    """The driver's environment pulled by its tag from the registry (no source or build needed on this node)."""
+    from coderun.sandbox.project import pull_environment
 
     try:
-        return pull_image(dockerlib.docker_client(), spec.image, registry)
+        return pull_environment(spec, backend, registry)
     except SandboxError as e:
         print(f"{spec.project}: {e.message}; building {spec.image} on this node instead", file=sys.stderr, flush=True)
         return False
