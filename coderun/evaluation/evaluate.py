@@ -17,8 +17,6 @@ one sample at a time, so a killed run loses nothing that finished and `--resume`
 
 from __future__ import annotations
 
-import contextlib
-import json
 import textwrap
 import time
 from collections.abc import Callable
@@ -31,6 +29,7 @@ from coderun.config import Settings
 from coderun.envs.versions import ENVIRONMENT_FILE, coderun_environment, differences, environment_text
 from coderun.errors import SandboxError, StoreError, TaskError, UsageError
 from coderun.evaluation.folder import write_problems
+from coderun.evaluation.judge import judge
 from coderun.evaluation.projects import projects_of_run
 from coderun.evaluation.samples import Resolver, first_of, parse_samples, read_samples, resolver_from_tasks
 from coderun.evaluation.store import (
@@ -45,7 +44,6 @@ from coderun.evaluation.store import (
 )
 from coderun.manifests.schema import find_manifest
 from coderun.records import (
-    ConfigurationTests,
     Evidence,
     Level,
     Package,
@@ -53,18 +51,12 @@ from coderun.records import (
     RunEnvironment,
     Task,
     TaskInputs,
-    Verdict,
     VerdictKind,
 )
-from coderun.runner.differential import disagreement
 from coderun.runner.executors import Pool, make_pool
 from coderun.runner.executors.cluster import parse_cluster, require_ray
-from coderun.runner.grade import grade, grade_plus, grade_unspliceable
 from coderun.runner.project import RunProject, task_slug
-from coderun.runner.splice import splice
-from coderun.runner.taxonomy import SpliceSite
 from coderun.sandbox.project import isolation_of
-from coderun.tasks.inputs import check_payload
 from coderun.tasks.store import load_inputs
 
 # Consecutive sandbox failures after which the run stops (the engine or the disk is gone), resumable.
@@ -370,67 +362,15 @@ def _count(summary: RunSummary, r: Result) -> None:
 def _evaluate_unit(unit: _Unit, store: RunStore, pool: Pool, project: RunProject) -> list[Result]:
     task, first = unit.task, unit.samples[0]
     started = time.monotonic()
-    original = (project.tree / task.file).read_text(encoding="utf-8")
-    spliced = splice(original, task.qualname, unit.code, lineno=task.lineno,
-                     keep_docstring=bool(task.own_doctests()))
-    base = store.path / "spliced" / task_slug(task.task_id)
-    spliced_path = log_path = None
-    evidence = first_ev = None
-    if spliced.new_source is not None:
-        base.mkdir(parents=True, exist_ok=True)
-        spliced_path = base / f"{first.index}.py"
-        spliced_path.write_text(spliced.new_source, encoding="utf-8")
-    if not spliced.ok:
-        verdict = grade_unspliceable(spliced.error.value if spliced.error else "syntax", spliced.message)
-    else:
-        site = SpliceSite(file=task.file, ranges=(spliced.function_lines,) if spliced.function_lines else (),
-                          class_name=task.class_name, project_packages=project.packages)
-        # In every configuration the task has (tests.configurations); the first that fails decides.
-        for i, conf in enumerate(task.runs()):
-            log_path = store.path / "logs" / task_slug(task.task_id) / (
-                f"{first.index}.log" if i == 0 else f"{first.index}.{conf.name}.log")
-            log_path.parent.mkdir(parents=True, exist_ok=True)
-            # The differential step follows the tests of the first configuration (its inputs were made there).
-            evidence = _run(unit, pool, project, spliced.new_source, log_path, conf, unit.inputs if i == 0 else None)
-            first_ev = first_ev or evidence
-            verdict = grade(conf.tests, evidence, site)
-            if verdict.verdict is not VerdictKind.PASS:
-                if conf.name:
-                    verdict = verdict.model_copy(update={"reason": f"{verdict.reason} (configuration {conf.name})"})
-                break
-    plus = grade_plus(verdict, unit.inputs, first_ev)
-    if plus.verdict is not verdict.verdict and log_path is not None:
-        _log_differential(log_path, plus, unit.inputs, first_ev)
-    outcome = PlusOutcome(base=verdict.verdict, base_failure=verdict.failure, base_reason=verdict.reason,
-                          plus=plus.verdict, plus_failure=plus.failure, plus_reason=plus.reason,
-                          checked=bool(unit.inputs and unit.inputs.inputs))
-    return _record(store, unit, outcome, evidence, spliced_path, log_path, time.monotonic() - started)
-
-
-def _log_differential(log_path: Path, plus: Verdict, inputs: TaskInputs, evidence: Evidence | None) -> None:
-    """Append to the sample's log what the differential step saw on each input it disagreed on."""
-    observed = (evidence.differential or {}).get("observations") if evidence else None
-    lines = ["", "## differential (pass+)", plus.reason]
-    if isinstance(observed, list):
-        for i, (e, a) in enumerate(zip(inputs.expected, observed, strict=False)):
-            d = disagreement(e, a)
-            if d is not None:
-                lines += [f"input {i} ({inputs.origins[i] if i < len(inputs.origins) else 'recorded'}): {d}",
-                          f"  original: {json.dumps(e)}", f"  sample:   {json.dumps(a)}"]
-    with contextlib.suppress(OSError), log_path.open("a", encoding="utf-8") as fh:
-        fh.write("\n".join(lines) + "\n")
-
-
-def _run(unit: _Unit, pool: Pool, project: RunProject, new_source: str,
-         log_path: Path, conf: ConfigurationTests, inputs: TaskInputs | None = None) -> Evidence:
-    task = unit.task
-    per_test, total = project.limits([task.test_durations.get(n, 1.0) for n in conf.tests])
-    payload = check_payload(inputs.target, inputs.inputs, inputs.limit, inputs.budget) if inputs else None
-    # --maxfail=1: one failing expected test decides the verdict and its class, so a wrong sample does not
-    # also spend every other test's time limit.
-    return project.run(pool, relfile=task.file, new_source=new_source, nodeids=conf.tests,
-                       limits=(per_test, total + (inputs.budget if inputs else 0.0)), log_path=log_path,
-                       configuration=conf.name, pytest_args=("--maxfail=1",), differential=payload)
+    log = store.path / "logs" / task_slug(task.task_id) / f"{first.index}.log"
+    judged = judge(task, unit.code, project, pool, inputs=unit.inputs, log=log)
+    spliced_path = None
+    if judged.new_source is not None:
+        spliced_path = store.path / "spliced" / task_slug(task.task_id) / f"{first.index}.py"
+        spliced_path.parent.mkdir(parents=True, exist_ok=True)
+        spliced_path.write_text(judged.new_source, encoding="utf-8")
+    return _record(store, unit, judged.outcome, judged.evidence, spliced_path, judged.log_path,
+                   time.monotonic() - started)
 
 
 def _record(store: RunStore, unit: _Unit, outcome: PlusOutcome, evidence: Evidence | None, spliced: Path | None,
