@@ -297,6 +297,35 @@ def test_docker_close_removes_the_container_and_stale_ones_are_found(request, do
     assert c.id in cleanup_stale_containers(docker_engine)
 
 
+def test_a_long_lived_process_outlives_the_thread_that_started_it(tmp_path):
+    """Every task build lost a worker or two ("the worker ended: no message", then the naive executor): the
+    thread of a build phase's pool that started it ended, and bubblewrap's --die-with-parent, which follows
+    the forking thread, killed it. The worker must answer after that thread is gone."""
+    import time
+    import uuid
+    from concurrent.futures import ThreadPoolExecutor
+
+    from coderun.sandbox import SandboxSpec, create_sandbox
+    from coderun.sandbox.isolation import tools
+
+    if tools() is None:
+        pytest.skip("bubblewrap and unshare are not installed: no namespaces, no --die-with-parent")
+    (tmp_path / "proj").mkdir()
+    sb = create_sandbox("local", SandboxSpec(project="p", project_dir=str(tmp_path / "proj"),
+                                             python=sys.executable, isolation="namespaces"))
+    sb.start()
+    try:
+        with ThreadPoolExecutor(1) as pool:  # its thread ends when the block does
+            proc = pool.submit(sb.start_process, ["/bin/cat"], env={"PATH": "/bin:/usr/bin"},
+                               marker=f"CODERUN_TEST_MARK={uuid.uuid4().hex}").result()
+        time.sleep(1)
+        proc.send(b"still here\n")
+        assert proc.read_line(time.monotonic() + 30) == b"still here", proc.stderr_tail()
+        proc.close()
+    finally:
+        sb.close()
+
+
 @pytest.mark.parametrize(("code", "said"), [
     ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", "(killed by SIGKILL)"),
     ("raise SystemExit(3)", "(exit code 3)"),

@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from coderun.harness.coderun_capped import CappedBuffer
@@ -22,6 +23,10 @@ from coderun.sandbox.process import SandboxProcess
 
 _CGROUP_ROOTS = ("/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified", "/sys/fs/cgroup")
 _GUARDIAN = Path(__file__).with_name("guardian.py")
+# Long-lived processes are started from this one thread, which lives as long as coderun: bubblewrap's
+# --die-with-parent (PR_SET_PDEATHSIG) fires when the *thread* that forked it ends, and a worker started by
+# a thread of a short-lived pool (one phase of a task build) was killed with it and found dead by the next.
+_SPAWNER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="coderun-spawner")
 
 
 def with_outer_timeout(cmd: list[str], timeout: float) -> list[str]:
@@ -200,9 +205,10 @@ class LocalProcess(SandboxProcess):
         self.stderr_path, self.marker, self.cgroup = stderr_path, marker.encode(), cgroup
         procs = str(cgroup.path / "cgroup.procs") if cgroup else None
         with open(stderr_path, "wb") as err:
-            self.proc = subprocess.Popen(argv, env=env, cwd="/", stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=err, start_new_session=True, close_fds=True,
-                                         preexec_fn=(lambda: _join(procs)) if procs else None)
+            self.proc = _SPAWNER.submit(
+                subprocess.Popen, argv, env=env, cwd="/", stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=err, start_new_session=True, close_fds=True,
+                preexec_fn=(lambda: _join(procs)) if procs else None).result()
         threading.Thread(target=self._pump, daemon=True).start()
 
     def _pump(self) -> None:
