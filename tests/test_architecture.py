@@ -19,7 +19,7 @@ STAGES = ("shared", "harness", "manifests", "envs", "sandbox", "analyzers", "run
           "generate", "evaluation", "report", "rank", "importers", "studies", "cli")
 # Modules at the package's top level: the shared ones anyone may import, and the entry point.
 TOP_LEVEL = {"__init__": "shared", "errors": "shared", "config": "shared", "records": "shared", "choices": "shared",
-             "__main__": "cli"}
+             "events": "shared", "__main__": "cli"}
 # Shipped into the sandbox and run by the project's interpreter on their own: they import nothing of coderun.
 HARNESS = PACKAGE / "harness"
 
