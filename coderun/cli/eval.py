@@ -24,6 +24,7 @@ from coderun.cli._common import (
     warn_if_unisolated,
     with_registry,
 )
+from coderun.cli.render import Renderer
 from coderun.config import Settings
 from coderun.errors import EnvironmentBuildError
 from coderun.evaluation.evaluate import EvalRequest, RunSummary, execute, start_run
@@ -34,7 +35,7 @@ from coderun.manifests.schema import Manifest
 from coderun.records import Level, VerdictKind
 from coderun.report.metrics import UnderK, parse_ks
 from coderun.sandbox.project import default_backend
-from coderun.tasks.parallel import Meter
+from coderun.tasks.parallel import Tally
 
 
 def eval_command(
@@ -177,7 +178,9 @@ def _build_missing_tasks(s, req: EvalRequest) -> tuple[Resolver, dict[str, str]]
         step = f"[{position[m.name]}/{len(todo)}] " if len(todo) > 1 else ""
         err_console.print(f"{step}no tasks stored for {m.name}{why}: building them first "
                           f"(coderun tasks build {m.name})", markup=False, highlight=False)
-        for report in build_tasks(m, s, include_weak=req.include_weak).projects:
+        with Renderer(err_console) as show:
+            reports = build_tasks(m, s, include_weak=req.include_weak, on_event=show).projects
+        for report in reports:
             print_project(report, err_console)
 
     failed: dict[str, str] = {}
@@ -192,9 +195,9 @@ def _execute(store: RunStore, s, jobs: int | None, cluster: str | None = None) -
     total = len(store.samples())
     done = len([r for r in store.results() if r.verdict != VerdictKind.INFRA])
     if not err_console.is_terminal:  # a log or CI: a line every few samples or seconds, not a silent bar
-        with Meter("eval", total, Counter({"done before": done} if done else {}), True, unit="samples",
-                   console=err_console) as meter:
-            return execute(store, s, jobs=jobs, cluster=cluster, progress=lambda r: meter.advance(r.verdict.value))
+        with Renderer(err_console) as show:
+            tally = Tally("eval", total, Counter({"done before": done} if done else {}), show, unit="samples")
+            return execute(store, s, jobs=jobs, cluster=cluster, progress=lambda r: tally.advance(r.verdict.value))
     counts = {"pass": 0, "fail": 0, "infra": 0}
     bar = Progress(TextColumn("[bold]eval[/]"), BarColumn(), MofNCompleteColumn(),
                    TextColumn("[green]{task.fields[ok]} pass[/] [red]{task.fields[bad]} fail[/] "
