@@ -24,6 +24,7 @@ from coderun.cli.render import Renderer
 from coderun.envs import dockerlib
 from coderun.envs.base_image import BaseStrategy, build_base_image
 from coderun.errors import UsageError
+from coderun.events import silent
 from coderun.manifests.schema import find_manifest
 from coderun.report.terminal import table_or_stacked
 
@@ -106,7 +107,7 @@ def _each(projects: list[str], registry: str | None, projects_dir: list[Path], a
     rows = []
     try:
         for m, result in build_each([find_manifest(p, s) for p in projects],
-                                    lambda m: _shown(act, m, s, where, client), "images"):
+                                    lambda m: _shown(act, m, s, where, client, as_json), "images"):
             rows.append({"project": m.name, **row(result, where)})
             if not as_json:
                 console.print(f"[bold]{m.name}[/] → {line(rows[-1])}")
@@ -115,9 +116,10 @@ def _each(projects: list[str], registry: str | None, projects_dir: list[Path], a
             print_json(rows)
 
 
-def _shown(act, m, s, where: str, client):
+def _shown(act, m, s, where: str, client, as_json: bool):
+    """`act` with its steps shown on stderr; with --json, none (the rows alone, as before)."""
     with Renderer(err_console) as show:
-        return act(m, s, where, client=client, on_event=show)
+        return act(m, s, where, client=client, on_event=silent if as_json else show)
 
 
 @app.command("push")
