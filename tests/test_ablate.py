@@ -33,7 +33,7 @@ def cachetools():
     settings = load_settings()
     tasks = load_tasks(settings, project="cachetools")
     if not tasks:
-        build_tasks(find_manifest("cachetools", settings), settings, progress=False)
+        build_tasks(find_manifest("cachetools", settings), settings)
         tasks = load_tasks(settings, project="cachetools")
     prompts = build_prompts(tasks, checkout_resolver(settings), PromptSpec(context="none")).records
     by_header = {p.header: next(t for t in tasks if t.task_id == p.task_id) for p in prompts}

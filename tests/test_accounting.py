@@ -91,7 +91,7 @@ def built(tmp_path_factory):
     mp.setenv("CODERUN_HOME", str(tmp / "home"))
     mp.setenv("CODERUN_PROJECTS", str(tmp))
     settings = load_settings()
-    report = build_tasks(load_manifest(manifest_file), settings, progress=False, jobs=1)
+    report = build_tasks(load_manifest(manifest_file), settings, jobs=1)
     yield settings, report, manifest_file
     mp.undo()
 

@@ -250,7 +250,7 @@ def test_drafted_manifest_builds_with_a_passing_baseline(tmp_path, requirement):
     out = tmp_path / f"{requirement.partition('==')[0]}.yaml"
     out.write_text(draft_manifest(requirement, load_settings()))
     manifest = load_manifest(out)
-    env = build_local_env(manifest, load_settings(), warn=lambda _msg: None)
+    env = build_local_env(manifest, load_settings())
     counts = load_baseline(env).counts()
     ran = counts["passed"] + counts["failed"] + counts["error"]
     assert ran >= 15 and counts["passed"] >= 0.9 * ran, counts

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import tarfile
 import textwrap
-from collections import Counter
 from pathlib import Path
 
 import git
@@ -19,13 +18,14 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from coderun.cli.main import app
+from coderun.cli.render import Renderer
 from coderun.config import Settings
 from coderun.envs.diagnose import baseline_failure
 from coderun.envs.drafting import DraftOptions, draft_manifest
 from coderun.envs.sources import download_sdist
 from coderun.errors import SourceError
+from coderun.events import Counted
 from coderun.manifests.schema import parse_manifest
-from coderun.tasks.parallel import Meter
 from tests.test_draft import _IDENTITY, PKG, TEST_ADD, best_installed, draft, make_repo
 
 
@@ -269,7 +269,8 @@ def test_progress_lines_come_at_their_interval_while_no_task_finishes():
     """Without a terminal, tasks build went 2.5 minutes and eval 6.5 without a line: lines came only when a
     task or sample finished."""
     console = Console(file=(out := __import__("io").StringIO()), force_terminal=False, width=200)
-    with Meter("calc", 4, Counter(), True, every_seconds=0.2, console=console):
+    with Renderer(console, every_seconds=0.2) as show:
+        show(Counted("calc", 0, 4))
         __import__("time").sleep(1.0)
     lines = [ln for ln in out.getvalue().splitlines() if ln.startswith("calc: 0/4 tasks done")]
     assert len(lines) >= 3, out.getvalue()

@@ -103,10 +103,10 @@ def project(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("CODERUN_HOME", str(tmp / "home"))
     settings = load_settings()
-    plain_report = build_tasks(load_manifest(plain_dir / "modes.yaml"), settings, progress=False).projects[0]
+    plain_report = build_tasks(load_manifest(plain_dir / "modes.yaml"), settings).projects[0]
     plain = {t.name: t for t in load_tasks(settings, status="all")}
     listing = CliRunner().invoke(app, ["tasks", "list", "--project", "modes"], env={"COLUMNS": "200"})
-    conf_report = build_tasks(load_manifest(conf_dir / "modes.yaml"), settings, progress=False).projects[0]
+    conf_report = build_tasks(load_manifest(conf_dir / "modes.yaml"), settings).projects[0]
     configured = {t.name: t for t in load_tasks(settings, status="all")}
     yield {"plain": plain, "plain_report": plain_report, "listing": listing, "configured": configured,
            "conf_report": conf_report, "conf_dir": conf_dir, "tmp": tmp}

@@ -8,6 +8,7 @@ from coderun.cli.main import app
 from coderun.config import load_settings
 from coderun.envs.local import build_local_env, find_local_env, load_baseline, local_packages
 from coderun.errors import EnvironmentBuildError
+from coderun.events import Note
 from coderun.manifests.schema import load_manifest
 from coderun.tasks.coverage_map import collect_coverage
 from tests.helpers import HANGING_TESTS, TINY_PROJECT, write_tree
@@ -178,8 +179,9 @@ def test_baseline_test_that_hangs_is_stopped_and_left_out(tmp_path, monkeypatch)
     s = load_settings()
     m = tiny_manifest(tmp_path, "  timeout_per_test: 2\n  timeout: 300\n")
     write_tree(tmp_path, HANGING_TESTS)
-    warnings = []
-    env = build_local_env(m, s, warn=warnings.append)
+    events = []
+    env = build_local_env(m, s, on_event=events.append)
+    warnings = [e.text for e in events if isinstance(e, Note) and e.level == "warning"]
     baseline = load_baseline(env)
     hung = {"tests/test_hang.py::test_sleeps_forever", "tests/test_hang.py::test_swallows_the_alarm"}
     assert set(baseline.timed_out) == hung

@@ -70,7 +70,7 @@ def project(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("CODERUN_HOME", str(tmp / "home"))
     settings = load_settings()
-    build_tasks(load_manifest(manifest), settings, progress=False)
+    build_tasks(load_manifest(manifest), settings)
     tasks = {t.name: t for t in load_tasks(settings)}
     assert set(tasks) == {"mean", "span"}
     yield tmp, manifest, tasks

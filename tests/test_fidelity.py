@@ -94,7 +94,7 @@ def project(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("CODERUN_HOME", str(tmp / "home"))
     settings = load_settings()
-    report = build_tasks(load_manifest(manifest), settings, progress=False)
+    report = build_tasks(load_manifest(manifest), settings)
     tasks = {t.name: t for t in load_tasks(settings, status="all")}
     yield tmp, manifest, tasks, report
     mp.undo()

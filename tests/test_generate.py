@@ -166,7 +166,7 @@ def test_chat_run_writes_samples_with_metadata_and_raw_responses(tmp_path):
     config = GenerationConfig(model="fake-model", n=3, concurrency=3, temperature=0.2)
     with FakeOpenAI(_answer_by_name) as fake, _provider(fake) as p:
         fake.fault("429", "500", "malformed")
-        summary = run_generation(prompts, p, config, out, show_progress=False)
+        summary = run_generation(prompts, p, config, out)
     assert (summary.written, summary.retries, summary.errors) == (6, 3, [])
     samples = _samples(out)
     assert sorted((s.task_id, s.index) for s in samples) == [
@@ -185,7 +185,7 @@ def test_completion_run_assembles_header_and_continuation(tmp_path):
     out = tmp_path / "samples.jsonl"
     config = GenerationConfig(model="m", n=1, endpoint=Endpoint.COMPLETION)
     with FakeOpenAI(_answer_by_name) as fake, _provider(fake) as p:
-        run_generation([_prompt("double")], p, config, out, show_progress=False)
+        run_generation([_prompt("double")], p, config, out)
     [s] = _samples(out)
     assert s.raw == "    return x * 2\n\ndef unrelated():\n    pass\n"
     assert s.solution == 'def double(x):\n    """Return x doubled."""\n    return x * 2\n'
@@ -197,11 +197,11 @@ def test_resume_requests_only_missing_samples_and_drops_a_half_written_line(tmp_
     out = tmp_path / "samples.jsonl"
     prompts = [_prompt("double"), _prompt("twice")]
     with FakeOpenAI(_answer_by_name) as fake, _provider(fake) as p:
-        run_generation(prompts, p, GenerationConfig(model="m", n=2), out, show_progress=False)
+        run_generation(prompts, p, GenerationConfig(model="m", n=2), out)
         with out.open("a") as f:
             f.write('{"task_id": "proj/m.py::double", "prompt_id": "cut sh')   # a crash mid-write
         fake.requests.clear()
-        summary = run_generation(prompts, p, GenerationConfig(model="m", n=3), out, show_progress=False)
+        summary = run_generation(prompts, p, GenerationConfig(model="m", n=3), out)
     assert (summary.already, summary.written) == (4, 2)
     assert sorted(r["body"]["messages"][0]["content"][:14] for r in fake.requests) == [
         "Complete doubl", "Complete twice"]
@@ -212,10 +212,9 @@ def test_resume_requests_only_missing_samples_and_drops_a_half_written_line(tmp_
 def test_resume_refuses_to_mix_settings(tmp_path):
     out = tmp_path / "samples.jsonl"
     with FakeOpenAI(_answer_by_name) as fake, _provider(fake) as p:
-        run_generation([_prompt("double")], p, GenerationConfig(model="m", n=1), out, show_progress=False)
+        run_generation([_prompt("double")], p, GenerationConfig(model="m", n=1), out)
         with pytest.raises(UsageError, match="was generated with model"):
-            run_generation([_prompt("double")], p, GenerationConfig(model="other", n=1), out,
-                           show_progress=False)
+            run_generation([_prompt("double")], p, GenerationConfig(model="other", n=1), out)
 
 
 def test_a_fatal_error_stops_the_run_and_keeps_finished_samples(tmp_path):
@@ -223,12 +222,10 @@ def test_a_fatal_error_stops_the_run_and_keeps_finished_samples(tmp_path):
     prompts = [_prompt(f"f{i}") for i in range(5)]
     with FakeOpenAI(_answer_by_name) as fake, _provider(fake) as p:
         fake.fault("ok", "401")
-        summary = run_generation(prompts, p, GenerationConfig(model="m", n=1, concurrency=1), out,
-                                 show_progress=False)
+        summary = run_generation(prompts, p, GenerationConfig(model="m", n=1, concurrency=1), out)
         assert summary.written == 1 and "HTTP 401" in summary.errors[0]
         assert len(fake.requests) == 2                     # nothing requested after the fatal error
-        summary = run_generation(prompts, p, GenerationConfig(model="m", n=1, concurrency=2), out,
-                                 show_progress=False)
+        summary = run_generation(prompts, p, GenerationConfig(model="m", n=1, concurrency=2), out)
     assert (summary.already, summary.written, summary.errors) == (1, 4, [])
 
 
@@ -272,8 +269,7 @@ def test_samples_of_both_endpoints_are_readable_by_eval(tmp_path):
     for endpoint in Endpoint:
         out = tmp_path / f"{endpoint.value}.jsonl"
         with FakeOpenAI(_answer_by_name) as fake, _provider(fake) as p:
-            run_generation([_prompt("double")], p, GenerationConfig(model="m", n=2, endpoint=endpoint), out,
-                           show_progress=False)
+            run_generation([_prompt("double")], p, GenerationConfig(model="m", n=2, endpoint=endpoint), out)
         loaded = read_samples(out, lambda task_id: TaskRef(task_id, ""))
         assert loaded.problems == [] and len(loaded.samples) == 2
         assert loaded.samples[0].code.startswith("def double(x):")

@@ -74,7 +74,7 @@ def test_a_plugin_installed_with_the_project_is_not_tampering(tmp_path, monkeypa
     plugin = wheel(tmp_path, "envplug", {"envplug.py": PLUGIN}, "[pytest11]\nenvplug = envplug\n")
     manifest = _project(tmp_path, PROJECT, [str(plugin)])
     monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
-    build_tasks(load_manifest(manifest), load_settings(), progress=False)
+    build_tasks(load_manifest(manifest), load_settings())
     res = CliRunner().invoke(app, ["eval", "--projects", str(tmp_path), "--project", "calc", "--ground-truth",
                                    "--backend", "local", "--executor", executor, "--run-dir", str(tmp_path / "run")])
     assert res.exit_code == 0, res.output
@@ -92,4 +92,4 @@ def test_a_task_build_refuses_an_environment_graded_as_tampering(tmp_path, monke
     manifest = _project(tmp_path, files, [])
     monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
     with pytest.raises(TaskError, match="trips coderun's tampering check"):
-        build_tasks(load_manifest(manifest), load_settings(), progress=False)
+        build_tasks(load_manifest(manifest), load_settings())

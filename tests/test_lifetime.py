@@ -59,7 +59,7 @@ def _build(root: Path, manifest: Path, backend: str) -> str:
     mp.setenv("CODERUN_HOME", str(root / "home"))
     try:
         settings = load_settings()
-        build_tasks(load_manifest(manifest), settings, progress=False, backend=backend)
+        build_tasks(load_manifest(manifest), settings, backend=backend)
         (task,) = [t for t in load_tasks(settings) if t.name == "add"]
     finally:
         mp.undo()

@@ -118,7 +118,7 @@ def evaluated(tmp_path_factory):
                                   "tests:\n  paths: [tests]\n")
     mp = pytest.MonkeyPatch()
     mp.setenv("CODERUN_HOME", str(tmp / "home"))
-    built = build_tasks(load_manifest(tmp / "lib.yaml"), load_settings(), progress=False)
+    built = build_tasks(load_manifest(tmp / "lib.yaml"), load_settings())
     tasks = load_tasks(load_settings(), status="all")
     task = next((t for t in tasks if t.name == "double"), None)
     assert task is not None and task.status.value == "verified", (built, tasks)

@@ -201,9 +201,9 @@ def test_project_whose_tests_need_services_builds_and_verifies(tmp_path, monkeyp
     monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
     settings = load_settings()
     manifest = load_manifest(tmp_path / "kv.yaml")
-    env = build_local_env(manifest, settings, warn=lambda _m: None)
+    env = build_local_env(manifest, settings)
     assert load_baseline(env).counts()["passed"] == 3
-    build_tasks(manifest, settings, progress=False, jobs=2)
+    build_tasks(manifest, settings, jobs=2)
     tasks = {t.name: t for t in load_tasks(settings, status="all")}
     assert {n: t.status for n, t in tasks.items()} == {
         "redis_roundtrip": TaskStatus.VERIFIED, "pg_scalar": TaskStatus.VERIFIED,

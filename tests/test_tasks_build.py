@@ -122,7 +122,7 @@ def built(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("CODERUN_HOME", str(tmp / "home"))
     settings = load_settings()
-    report = build_tasks(load_manifest(manifest_file), settings, progress=False)
+    report = build_tasks(load_manifest(manifest_file), settings)
     yield settings, report, manifest_file
     mp.undo()
 
@@ -208,7 +208,7 @@ def test_unresolved_target_is_reported(built, tmp_path):
     text = manifest_file.read_text().replace("shop/prices.py::with_tax", "shop/prices.py::gone")
     other = tmp_path / "shop.yaml"
     other.write_text(text.replace("source: {path: shop}", f"source: {{path: {manifest_file.parent / 'shop'}}}"))
-    report = build_tasks(load_manifest(other), settings, progress=False)
+    report = build_tasks(load_manifest(other), settings)
     assert report.projects[0].unresolved == ["shop/prices.py::gone"]
     assert Path(settings.store_path).is_file()
 
@@ -233,7 +233,7 @@ def test_no_candidate_is_an_error_and_undocumented_functions_can_be_taken(tmp_pa
     assert "no candidate function among the 2 the analysis found (1 no English docstring, 1 test code)" in out
     assert "tasks.discover.undocumented: true" in out
     f.write_text(f.read_text() + "tasks:\n  discover: {undocumented: true}\n")
-    build_tasks(load_manifest(f), load_settings(), progress=False)
+    build_tasks(load_manifest(f), load_settings())
     assert [t.qualname for t in load_tasks(load_settings(), project="calc")] == ["add"]
 
 
@@ -248,6 +248,6 @@ def test_a_coverage_run_that_fails_is_an_error_with_its_cause(tmp_path, monkeypa
     f.write_text("name: calc\nsource: {path: calc}\npython: '3.11'\ntests:\n  paths: [tests]\n"
                  "tasks:\n  discover: {undocumented: true}\n")
     with pytest.raises(TaskError) as e:
-        build_tasks(load_manifest(f), load_settings(), progress=False)
+        build_tasks(load_manifest(f), load_settings())
     assert "the coverage run that maps tests to functions did not complete (exit 3)" in e.value.message
     assert "coverage.log" in e.value.hint

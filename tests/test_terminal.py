@@ -151,7 +151,7 @@ def calc_home():
     manifest.write_text("name: calc\nsource: {path: calc}\npython: '3.11'\ntests:\n  paths: [tests]\n")
     mp = pytest.MonkeyPatch()
     mp.setenv("CODERUN_HOME", str(home))
-    build_tasks(load_manifest(manifest), load_settings(), progress=False)
+    build_tasks(load_manifest(manifest), load_settings())
     yield home, manifest
     mp.undo()
     shutil.rmtree(home, ignore_errors=True)

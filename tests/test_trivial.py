@@ -198,7 +198,7 @@ def test_a_build_stores_reports_and_lists_the_trivial_bodies_that_pass(tmp_path,
                                        "tests:\n  paths: [tests]\n")
     monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
     settings = load_settings()
-    report = build_tasks(load_manifest(tmp_path / "lib.yaml"), settings, progress=False).projects[0]
+    report = build_tasks(load_manifest(tmp_path / "lib.yaml"), settings).projects[0]
     tasks = {t.name: t for t in load_tasks(settings, status="all")}
     passes = ["first_arg", "empty", "constant"]
     assert tasks["label"].status is TaskStatus.VERIFIED and tasks["label"].trivial_passes == passes
@@ -272,7 +272,7 @@ def test_a_trivial_body_that_loops_is_stopped_at_a_limit_from_the_original_time(
                                        "tests:\n  paths: [tests]\n  timeout_per_test: 30\n")
     monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
     settings = load_settings()
-    build_tasks(load_manifest(tmp_path / "lib.yaml"), settings, progress=False, rigor=False)
+    build_tasks(load_manifest(tmp_path / "lib.yaml"), settings, rigor=False)
     task = next(t for t in load_tasks(settings, status="all") if t.name == "pop_oldest")
     assert task.status is TaskStatus.VERIFIED and task.trivial_passes == []
     logs = [p.read_text() for p in sorted((settings.runs / "tasks" / "lib").glob("run-*.log"))]

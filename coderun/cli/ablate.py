@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
-from rich.console import Console
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
 
 from coderun.choices import Backend
 from coderun.cli._common import (
@@ -19,12 +22,15 @@ from coderun.cli._common import (
     settings,
     warn_if_unisolated,
 )
+from coderun.cli.render import Renderer
 from coderun.errors import UsageError
 from coderun.generate import Endpoint, GenerationConfig, RetryPolicy, get_provider
 from coderun.records import Level
 from coderun.report.metrics import UnderK, parse_ks
+from coderun.report.terminal import make_table
 from coderun.sandbox.project import default_backend
 from coderun.studies.ablation import (
+    NOTE,
     AblationComparison,
     AblationRequest,
     ArmOutcome,
@@ -32,8 +38,10 @@ from coderun.studies.ablation import (
     arms_from_variants,
     check_plan,
     default_out_dir,
+    delta_rows,
+    headers,
     run_ablation,
-    to_rich,
+    value_rows,
 )
 
 
@@ -89,7 +97,9 @@ def ablate(
     resuming = check_plan(req.out_dir, req.plan())
     err_console.print(f"ablation folder: {req.out_dir}" + (" (resuming)" if resuming else ""))
     warn_if_unisolated(req.backend)
-    _print_outcomes(*run_ablation(req, s, err_console), req.out_dir, as_json)
+    with Renderer(err_console) as show:
+        outcome = run_ablation(req, s, on_event=show)
+    _print_outcomes(*outcome, req.out_dir, as_json)
 
 
 def _print_outcomes(comparison: AblationComparison, outcomes: list[ArmOutcome], out_dir: Path,
@@ -102,6 +112,27 @@ def _print_outcomes(comparison: AblationComparison, outcomes: list[ArmOutcome], 
         return
     # Not a terminal (a pipe, a file): rich would wrap at 80 columns; tables read better unwrapped.
     out = console if console.is_terminal else Console(file=sys.stdout, width=160)
-    out.print(to_rich(comparison))
+    out.print(comparison_tables(comparison))
     console.print(f"comparison: {out_dir / 'comparison.md'} (and comparison.json); "
                   f"any two runs: coderun report {outcomes[0].run_dir} {outcomes[-1].run_dir}")
+
+
+def comparison_tables(c: AblationComparison) -> Group:
+    """Two tables, groups as bold heading rows so they fit an 80-column terminal."""
+    vh, _ = headers(c)
+    values = _grouped_table("pass@k and Acc@k per variant (%)", vh[1:], value_rows(c))
+    dh = ["variant", "k", "tasks", "Δ", "95% CI", "p", "Δ acc"]
+    rows = [[r[0], *r[1:4], *r[6:]] for r in delta_rows(c, digits=1)]  # the arms' values are above
+    deltas = _grouped_table(f"pass@k of each variant minus {c.baseline} (points)", dh, rows)
+    return Group(values, Text(""), deltas, Text(NOTE, style="dim"))
+
+
+def _grouped_table(title: str, header: list[str], rows: list[list[str]]) -> Table:
+    out: list[list[Any]] = []
+    group = None
+    for row in rows:
+        if row[0] != group:
+            group = row[0]
+            out.append([Text(group, style="bold"), *([""] * (len(header) - 1))])
+        out.append(["  " + row[1], *row[2:]])
+    return make_table(header, out, title=title, fold=(0,))

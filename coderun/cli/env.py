@@ -16,6 +16,7 @@ from coderun.cli._common import (
     print_json,
     settings,
 )
+from coderun.cli.render import Renderer
 from coderun.config import Settings
 from coderun.manifests.schema import Manifest, find_manifest
 from coderun.sandbox.project import build_environment
@@ -49,7 +50,8 @@ def build(projects: list[str] = typer.Argument(..., help="Project names or manif
 
 
 def _build_one(m: Manifest, s: Settings, backend: Backend, force: bool) -> dict:
-    built = build_environment(m, s, backend, force=force, warn=lambda msg: err_console.print(f"[yellow]{msg}[/]"))
+    with Renderer(err_console) as show:
+        built = build_environment(m, s, backend, force=force, on_event=show)
     baseline = built.baseline
     row = {"project": m.name, "backend": backend.value, "location": built.location, "commit": baseline.commit,
            "python": baseline.python, **baseline.counts(), "test_seconds": baseline.duration}

@@ -26,6 +26,7 @@ from coderun.cli._common import (
     warn_if_unisolated,
     with_registry,
 )
+from coderun.cli.render import Renderer
 from coderun.cli.tasks import print_project
 from coderun.evaluation.evaluate import EvalRequest, RunSummary
 from coderun.evaluation.folder import PROBLEMS_FILE, problem_kind, problem_kinds
@@ -37,14 +38,13 @@ from coderun.evaluation.session import (
     Graded,
     InputProblem,
     RunReady,
-    Said,
     TasksBuilt,
 )
 from coderun.evaluation.store import Result, RunStore
 from coderun.records import Level
 from coderun.report.metrics import UnderK, parse_ks
 from coderun.sandbox.project import default_backend
-from coderun.tasks.parallel import Meter
+from coderun.tasks.parallel import Tally
 
 
 def eval_command(
@@ -88,17 +88,18 @@ def eval_command(
     s, project = project_selection(project, projects_dir)
     s = with_registry(s, registry)
     ks = parse_ks(k)
-    view = EvalView()
-    session = EvalSession(s, view)
-    if resume:
-        store = session.resume(resume)
-    else:
-        store = session.start(EvalRequest(
-            samples=samples, ground_truth=ground_truth, blank=blank, projects=tuple(project or ()),
-            level=Level.parse(level) if level else None, backend=backend or default_backend(), jobs=jobs,
-            include_weak=include_weak, run_dir=run_dir, label=label, executor=executor, cluster=cluster,
-            rigor=rigor, isolation=isolation))
-    with view.progress():
+    with EvalView() as view:
+        session = EvalSession(s, view)
+        if resume:
+            store = session.resume(resume)
+        else:
+            store = session.start(EvalRequest(
+                samples=samples, ground_truth=ground_truth, blank=blank, projects=tuple(project or ()),
+                level=Level.parse(level) if level else None, backend=backend or default_backend(), jobs=jobs,
+                include_weak=include_weak, run_dir=run_dir, label=label, executor=executor, cluster=cluster,
+                rigor=rigor, isolation=isolation))
+    with EvalView.progress_of(view.ready) as view:
+        session.on_event = view
         summary = session.execute(store, jobs=jobs if resume else None, cluster=cluster)
     for note in summary.problems:  # samples that fell back from the workers executor to the naive one
         err_console.print(note, style="yellow", soft_wrap=True, markup=False, highlight=False)
@@ -109,26 +110,33 @@ MAX_PROBLEMS_SHOWN = 10  # of each kind: a few rare ones stay visible among many
 
 
 class EvalView:
-    """Renders an EvalSession's events on stderr (stdout is the report's, or --json's)."""
+    """Renders an EvalSession's events on stderr (stdout is the report's, or --json's): the run's own here,
+    the library's (messages, task builds' steps and counts) by the CLI's Renderer."""
 
     def __init__(self) -> None:
         self.shown: Counter[str] = Counter()
         self.ready: RunReady | None = None
         self.tick: Callable[[Result], None] = lambda _r: None
+        self.renderer = Renderer(err_console)
+
+    def __enter__(self) -> EvalView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.renderer.close()
 
     def __call__(self, event: Event) -> None:
         match event:
-            case Said(text, level):
-                err_console.print(text, style="yellow" if level == "warning" else None, soft_wrap=True,
-                                  markup=False, highlight=False)
             case BuildingTasks(name, position, of, ids):
                 why = f", whose manifest knows {ids} of the samples' ids" if ids else ""
                 step = f"[{position}/{of}] " if of > 1 else ""
                 err_console.print(f"{step}no tasks stored for {name}{why}: building them first "
                                   f"(coderun tasks build {name})", markup=False, highlight=False)
             case TasksBuilt(report):
+                self._restart_renderer()  # its bar and last lines end before the build's summary
                 print_project(report, err_console)
             case BuildFailed(name, error):
+                self._restart_renderer()
                 print_error(error, prefix=f"{name}: ")
             case InputProblem(message):
                 # One line per problem, never wrapped: people grep these for the line numbers.
@@ -139,6 +147,12 @@ class EvalView:
                 self._ready(event)
             case Graded(result):
                 self.tick(result)
+            case _:
+                self.renderer(event)
+
+    def _restart_renderer(self) -> None:
+        self.renderer.close()
+        self.renderer = Renderer(err_console)
 
     def _ready(self, r: RunReady) -> None:
         self.ready = r
@@ -161,33 +175,37 @@ class EvalView:
         err_console.print(f"{len(problems)} input problems ({', '.join(f'{n} {k}' for k, n in kinds.items())}"
                           f"{more}); all listed in {run_dir / PROBLEMS_FILE}", soft_wrap=True, highlight=False)
 
+    @classmethod
     @contextmanager
-    def progress(self) -> Iterator[None]:
-        """Graded samples as a bar on a terminal; in a log or CI a line every few samples or seconds."""
-        total, done = (self.ready.total, self.ready.done) if self.ready else (0, 0)
-        if not err_console.is_terminal:
-            with Meter("eval", total, Counter({"done before": done} if done else {}), True, unit="samples",
-                       console=err_console) as meter:
-                self.tick = lambda r: meter.advance(r.verdict.value)
-                yield
-            return
-        counts = {"pass": 0, "fail": 0, "infra": 0}
-        bar = Progress(TextColumn("[bold]eval[/]"), BarColumn(), MofNCompleteColumn(),
-                       TextColumn("[green]{task.fields[ok]} pass[/] [red]{task.fields[bad]} fail[/] "
-                                  "[yellow]{task.fields[infra]} infra[/]"),
-                       TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=err_console)
-        with bar:
-            tid = bar.add_task("eval", total=total, completed=done, ok=0, bad=0, infra=0, rate="")
+    def progress_of(cls, ready: RunReady | None) -> Iterator[EvalView]:
+        """A view for the evaluation: graded samples as a bar on a terminal; in a log or CI, a line every few
+        samples or seconds."""
+        total, done = (ready.total, ready.done) if ready else (0, 0)
+        with cls() as view:
+            view.ready = ready
+            if not err_console.is_terminal:
+                tally = Tally("eval", total, Counter({"done before": done} if done else {}), view.renderer,
+                              unit="samples")
+                view.tick = lambda r: tally.advance(r.verdict.value)
+                yield view
+                return
+            counts = {"pass": 0, "fail": 0, "infra": 0}
+            bar = Progress(TextColumn("[bold]eval[/]"), BarColumn(), MofNCompleteColumn(),
+                           TextColumn("[green]{task.fields[ok]} pass[/] [red]{task.fields[bad]} fail[/] "
+                                      "[yellow]{task.fields[infra]} infra[/]"),
+                           TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=err_console)
+            with bar:
+                tid = bar.add_task("eval", total=total, completed=done, ok=0, bad=0, infra=0, rate="")
 
-            def tick(result: Result) -> None:
-                counts[result.verdict.value] += 1
-                graded = counts["pass"] + counts["fail"]
-                rate = f"pass rate {counts['pass'] / graded:.1%}" if graded else ""
-                bar.update(tid, advance=1, ok=counts["pass"], bad=counts["fail"], infra=counts["infra"],
-                           rate=rate)
+                def tick(result: Result) -> None:
+                    counts[result.verdict.value] += 1
+                    graded = counts["pass"] + counts["fail"]
+                    rate = f"pass rate {counts['pass'] / graded:.1%}" if graded else ""
+                    bar.update(tid, advance=1, ok=counts["pass"], bad=counts["fail"], infra=counts["infra"],
+                               rate=rate)
 
-            self.tick = tick
-            yield
+                view.tick = tick
+                yield view
 
 
 def _finish(store: RunStore, ks: list[int], under_k: UnderK, summary: RunSummary, as_json: bool,

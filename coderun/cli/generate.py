@@ -8,7 +8,9 @@ from pathlib import Path
 import typer
 
 from coderun.cli._common import err_console, print_json
+from coderun.cli.render import Renderer
 from coderun.errors import GenerationError, UsageError
+from coderun.events import silent
 from coderun.generate import Endpoint, GenerationConfig, RetryPolicy, get_provider, run_generation
 from coderun.prompts.records import read_prompts
 
@@ -42,8 +44,9 @@ def generate(
     if retries < 1:
         raise UsageError(f"--max-attempts must be at least 1, not {retries}")
     retry = RetryPolicy(max_attempts=retries, timeout=timeout)
-    with get_provider(provider, base_url=base_url, api_key=os.environ.get(api_key_env), retry=retry) as p:
-        summary = run_generation(records, p, config, out, show_progress=not quiet, console=err_console)
+    with get_provider(provider, base_url=base_url, api_key=os.environ.get(api_key_env), retry=retry) as p, \
+            Renderer(err_console) as show:
+        summary = run_generation(records, p, config, out, on_event=silent if quiet else show)
     if json_out:
         print_json({"out": str(summary.out), "raw": str(summary.raw), "already": summary.already,
                     "written": summary.written, "pending": summary.pending, "retries": summary.retries,

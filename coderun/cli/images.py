@@ -20,9 +20,11 @@ from coderun.cli._common import (
     settings,
     with_registry,
 )
+from coderun.cli.render import Renderer
 from coderun.envs import dockerlib
 from coderun.envs.base_image import BaseStrategy, build_base_image
 from coderun.errors import UsageError
+from coderun.events import silent
 from coderun.manifests.schema import find_manifest
 from coderun.report.terminal import table_or_stacked
 
@@ -55,7 +57,8 @@ def build(projects: list[str] = typer.Argument(None, help="Project names or mani
     strategy = _strategy(base)
     client = dockerlib.docker_client()
     if not projects:
-        image = build_base_image(python, s, strategy=strategy, client=client)
+        with Renderer(err_console) as show:
+            image = build_base_image(python, s, strategy=strategy, client=client, on_event=show)
         row = {"tag": image.tag, "python": image.python, "strategy": image.strategy.value,
                "built": image.built}
         print_json(row) if as_json else console.print(
@@ -66,7 +69,10 @@ def build(projects: list[str] = typer.Argument(None, help="Project names or mani
 
     manifests = [find_manifest(p, s) for p in projects]
     rows = []
-    build = lambda m: build_project_image(m, s, strategy, force=force, client=client)  # noqa: E731
+    def build(m):
+        with Renderer(err_console) as show:
+            return build_project_image(m, s, strategy, force=force, client=client, on_event=show)
+
     try:
         for m, image in build_each(manifests, build, "images"):
             counts = image.baseline.counts()
@@ -101,13 +107,19 @@ def _each(projects: list[str], registry: str | None, projects_dir: list[Path], a
     rows = []
     try:
         for m, result in build_each([find_manifest(p, s) for p in projects],
-                                    lambda m: act(m, s, where, client=client), "images"):
+                                    lambda m: _shown(act, m, s, where, client, as_json), "images"):
             rows.append({"project": m.name, **row(result, where)})
             if not as_json:
                 console.print(f"[bold]{m.name}[/] → {line(rows[-1])}")
     finally:
         if as_json and rows:
             print_json(rows)
+
+
+def _shown(act, m, s, where: str, client, as_json: bool):
+    """`act` with its steps shown on stderr; with --json, none (the rows alone, as before)."""
+    with Renderer(err_console) as show:
+        return act(m, s, where, client=client, on_event=silent if as_json else show)
 
 
 @app.command("push")

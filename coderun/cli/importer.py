@@ -7,7 +7,9 @@ from pathlib import Path
 import typer
 
 from coderun.cli._common import err_console, settings
+from coderun.cli.render import Renderer
 from coderun.evaluation.store import new_run_id
+from coderun.events import silent
 from coderun.importers.codereval import import_results
 
 app = typer.Typer(no_args_is_help=True, help="Import other harnesses' results as runs `coderun report` reads.")
@@ -24,7 +26,9 @@ def codereval(
 ) -> None:
     """Turn CoderEval's released results into a run, keeping CoderEval's own verdicts (marked imported)."""
     target = run_dir or settings().runs / new_run_id(f"codereval-{results.stem}")
-    with import_results(results, target, dataset) as store:
+    # A bar on a terminal; in a log, no lines (the import takes a moment).
+    with Renderer(err_console) as show, \
+            import_results(results, target, dataset, on_event=show if show.terminal else silent) as store:
         counts = store.counts()
     err_console.print(f"imported {counts['samples']} samples of {counts['tasks']} tasks (CoderEval's verdicts)")
     typer.echo(str(target))

@@ -17,12 +17,15 @@ from coderun.cli._common import (
     build_each,
     console,
     each_built,
+    err_console,
     print_error,
     print_json,
     settings,
     with_registry,
 )
+from coderun.cli.render import Renderer
 from coderun.errors import EnvironmentBuildError, UsageError
+from coderun.events import silent
 from coderun.manifests.schema import find_manifest, known_manifests
 from coderun.records import TargetOutcome, Task
 from coderun.report.terminal import EMPTY, Fit, make_table, table_or_stacked
@@ -106,12 +109,14 @@ def _builds(manifests, s, backend: str, include_weak: bool, jobs: int | None, cl
     if cluster:
         from coderun.tasks.cluster import build_on_cluster
 
-        return each_built(build_on_cluster(manifests, s, backend, include_weak, jobs or 1, cluster),
+        return each_built(build_on_cluster(manifests, s, backend, include_weak, jobs or 1, cluster,
+                                           on_event=Renderer(err_console)),
                           len(manifests), "task builds", failed=failed)
 
     def build_one(m):
-        return build_project(m, s, backend, include_weak, progress=not as_json, jobs=jobs or default_jobs(),
-                             rigor=rigor)
+        with Renderer(err_console) as show:
+            return build_project(m, s, backend, include_weak, jobs=jobs or default_jobs(), rigor=rigor,
+                                 on_event=silent if as_json else show)
 
     return build_each(manifests, build_one, "task builds", failed=failed)
 
@@ -320,7 +325,8 @@ def rigor(projects: list[str] = typer.Argument(..., help="Project names or manif
     s = settings(projects_dir)
 
     def one(m):
-        summaries = build_rigor(m, s, chosen.value, jobs=jobs or default_jobs())
+        with Renderer(err_console) as show:
+            summaries = build_rigor(m, s, chosen.value, jobs=jobs or default_jobs(), on_event=show)
         with_inputs = [r for r in summaries.values() if r.inputs]
         console.print(f"[bold]{m.name}[/]: {len(with_inputs)} of {len(summaries)} tasks have differential "
                       f"inputs ({sum(r.inputs for r in with_inputs)} inputs, "

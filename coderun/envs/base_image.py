@@ -16,7 +16,6 @@ import functools
 import os
 import shutil
 import tarfile
-import time
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -24,12 +23,12 @@ from pathlib import Path
 import docker
 import docker.errors
 import yaml
-from rich.console import Console
 
 from coderun.config import Settings
 from coderun.envs import dockerlib
 from coderun.envs.host_python import HostPython, copy_into, host_python
 from coderun.errors import EnvironmentBuildError, UsageError
+from coderun.events import Listener, silent, step
 
 PYTHON_IN_IMAGE = "/opt/venv/bin/python"
 
@@ -178,29 +177,29 @@ def base_spec(client: docker.DockerClient, python: str, strategy: BaseStrategy |
 
 def build_base_image(python: str, settings: Settings, *, strategy: BaseStrategy | None = None,
                      apt: tuple[str, ...] = (), client: docker.DockerClient | None = None,
-                     console: Console | None = None) -> BaseImage:
+                     on_event: Listener = silent) -> BaseImage:
     """The base image for `python`, built when it is not already in the engine."""
     client = client or dockerlib.docker_client()
     spec = base_spec(client, python, strategy, apt)
     if dockerlib.image_exists(client, spec.tag):
         return BaseImage(spec.tag, python, spec.strategy, spec.parent, built=False)
     if spec.strategy is BaseStrategy.PULL:
-        _ensure_pulled(client, spec.parent, console)
+        _ensure_pulled(client, spec.parent, on_event)
     else:
-        import_rootfs(python, settings, apt=apt, client=client, console=console)
+        import_rootfs(python, settings, apt=apt, client=client, on_event=on_event)
     dockerlib.build_image(
         client, dockerlib.Context(dockerlib.recipe_text("base.Dockerfile"), {}, {}), tag=spec.tag,
         buildargs={"BASE": spec.parent, "PYTHON": spec.interpreter},
         labels=dockerlib.labels("base", spec.key, python=python, strategy=spec.strategy.value),
         log_path=dockerlib.images_dir(settings) / "logs" / f"base-py{python}-{spec.key}.log",
-        title=f"base image Python {python} ({spec.strategy.value})", console=console)
+        title=f"base image Python {python} ({spec.strategy.value})", on_event=on_event)
     return BaseImage(spec.tag, python, spec.strategy, spec.parent, built=True)
 
 
-def _ensure_pulled(client: docker.DockerClient, ref: str, console: Console | None) -> None:
+def _ensure_pulled(client: docker.DockerClient, ref: str, on_event: Listener | None) -> None:
     if dockerlib.image_exists(client, ref):
         return
-    with (console or Console(stderr=True)).status(f"pulling {ref}…"):
+    with step(on_event, "", f"pulling {ref}"):
         try:
             client.images.pull(ref)
         except docker.errors.APIError as e:
@@ -239,17 +238,15 @@ def _rootfs_tag(python: str, apt: tuple[str, ...]) -> str:
 
 
 def import_rootfs(python: str, settings: Settings, *, apt: tuple[str, ...] = (),
-                  client: docker.DockerClient | None = None, console: Console | None = None) -> str:
+                  client: docker.DockerClient | None = None, on_event: Listener = silent) -> str:
     """Import the Debian root filesystem for `python` (debootstrapping it when not cached); its tag."""
     client = client or dockerlib.docker_client()
-    console = console or Console(stderr=True)
     suite, key, packages = _rootfs_key(python, apt)
     tag = f"coderun/rootfs:{suite}-{key}"
     if dockerlib.image_exists(client, tag):
         return tag
-    tarball = rootfs_tarball(suite, key, packages, settings, console, _host_copy(python))
-    started = time.monotonic()
-    with console.status(f"[bold]docker import[/] {tarball.name}…"):
+    tarball = rootfs_tarball(suite, key, packages, settings, on_event, _host_copy(python))
+    with step(on_event, "", f"import rootfs {suite}"):
         try:
             client.api.import_image_from_file(
                 str(tarball), repository="coderun/rootfs", tag=f"{suite}-{key}",
@@ -259,12 +256,11 @@ def import_rootfs(python: str, settings: Settings, *, apt: tuple[str, ...] = (),
             raise EnvironmentBuildError(f"docker import of {tarball} failed: {e.explanation}") from None
     if not dockerlib.image_exists(client, tag):
         raise EnvironmentBuildError(f"docker import of {tarball} did not produce {tag}")
-    console.print(f"[green]✓[/] import rootfs {suite} ({time.monotonic() - started:.1f}s)")
     return tag
 
 
 def rootfs_tarball(suite: str, key: str, packages: tuple[str, ...], settings: Settings,
-                   console: Console, host: HostPython | None = None) -> Path:
+                   on_event: Listener, host: HostPython | None = None) -> Path:
     """$CODERUN_HOME/images/rootfs/<suite>-<key>.tar, made with debootstrap when missing (with the host's
     interpreter copied in, for a version no suite ships)."""
     out_dir = dockerlib.images_dir(settings) / "rootfs"
@@ -287,32 +283,21 @@ def rootfs_tarball(suite: str, key: str, packages: tuple[str, ...], settings: Se
     cmd = ["debootstrap", f"--variant={recipe.variant}", f"--include={','.join(packages)}", suite,
            str(root), *([recipe.mirror] if recipe.mirror else [])]
     try:
-        _run_streaming(cmd, log, f"debootstrap {suite}", console)
+        log.unlink(missing_ok=True)  # one log per attempt
+        dockerlib.run_logged(cmd, log, title=f"debootstrap {suite}", on_event=on_event,
+                             hint="debootstrap downloads from its default Debian mirror, or from "
+                                  "CODERUN_DEBIAN_MIRROR when set")
         if host is not None:
-            with console.status(f"[bold]copying[/] Python {host.version} from {host.prefix}…"):
+            with step(on_event, "", f"Python {host.version} from {host.prefix} copied into {suite}"):
                 copy_into(host, root)
-            console.print(f"[green]✓[/] Python {host.version} from {host.prefix} copied into {suite}")
         _slim(root)
         partial = tarball.with_suffix(".tar.partial")
-        with console.status(f"[bold]tar[/] {suite} root filesystem…"):
+        with step(on_event, "", f"tar {suite} root filesystem"):
             _tar_rootfs(root, partial)
         partial.rename(tarball)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return tarball
-
-
-def _run_streaming(cmd: list[str], log: Path, title: str, console: Console) -> None:
-    started = time.monotonic()
-    log.unlink(missing_ok=True)  # one log per attempt
-    try:
-        dockerlib.run_logged(cmd, log, title=title, console=console,
-                             hint="debootstrap downloads from its default Debian mirror, or from "
-                                  "CODERUN_DEBIAN_MIRROR when set")
-    except EnvironmentBuildError:
-        console.print(f"[red]✗[/] {title} ({time.monotonic() - started:.1f}s)")
-        raise
-    console.print(f"[green]✓[/] {title} ({time.monotonic() - started:.1f}s)")
 
 
 def _slim(root: Path) -> None:

@@ -29,8 +29,6 @@ from pathlib import Path
 
 import docker
 import docker.errors
-from rich.console import Console
-from rich.markup import escape
 
 from coderun.config import Settings
 from coderun.envs import dockerlib, installed, registry, services
@@ -42,6 +40,7 @@ from coderun.envs.sources import Checkout, checkout
 from coderun.envs.testrun import baseline_command, limit_env, parse_junit, test_env, timed_out_tests
 from coderun.envs.versions import PACKAGES_SCRIPT, project_environment
 from coderun.errors import EnvironmentBuildError, SandboxError
+from coderun.events import Listener, Note, StepDone, silent
 from coderun.harness import HARNESS_DIR, LIMIT_FILES
 from coderun.harness.coderun_baseline import ATTEMPTS
 from coderun.manifests.schema import Manifest
@@ -52,7 +51,6 @@ PRISTINE_DIR = "/opt/coderun/pristine"   # the tree once the baseline ran: reada
 BASELINE_DIR = "/opt/coderun/baseline"
 HARNESS_IN_IMAGE = "/opt/coderun/harness"  # the baseline's per-test limit (root-owned, read-only)
 IMAGE_USER = "coderun"
-_console = Console(stderr=True)
 
 
 @dataclass(frozen=True)
@@ -149,45 +147,44 @@ def plan_image(manifest: Manifest, settings: Settings, client: docker.DockerClie
 
 def build_project_image(manifest: Manifest, settings: Settings, base: BaseStrategy | str | None = None,
                         *, force: bool = False, client: docker.DockerClient | None = None,
-                        console: Console | None = None) -> ProjectImage:
+                        on_event: Listener = silent) -> ProjectImage:
     """The project's image with its baseline; a cache hit when nothing that built it has changed, else
     pulled by its tag from `settings.registry` when that has it, else built."""
     client = client or dockerlib.docker_client()
-    console = console or _console
     plan = plan_image(manifest, settings, client, BaseStrategy(base) if base else None)
     if not force and dockerlib.image_exists(client, plan.tag):
         return _image_record(plan, settings, client, built=())
-    if not force and settings.registry and _pulled(plan, settings.registry, client, console):
+    if not force and settings.registry and _pulled(plan, settings.registry, client, on_event):
         return replace(_image_record(plan, settings, client, built=()), pulled_from=settings.registry)
     built: list[str] = []
     base_image = build_base_image(manifest.python, settings, strategy=plan.base.strategy,
-                                  apt=plan.base.apt, client=client, console=console)
+                                  apt=plan.base.apt, client=client, on_event=on_event)
     if base_image.built:
         built.append("base")
     need_deps = force or not dockerlib.image_exists(client, plan.deps_tag)
     need_source = need_deps or not dockerlib.image_exists(client, plan.source_tag)
     with tempfile.TemporaryDirectory(prefix="coderun-image-") as tmp:
-        tree = _prepared_tree(plan, Path(tmp), settings, console) if need_source else None
+        tree = _prepared_tree(plan, Path(tmp), settings, on_event) if need_source else None
         if need_deps:
-            _build_deps(plan, tree, settings, client, console)
+            _build_deps(plan, tree, settings, client, on_event)
             built.append("deps")
         if need_source:
-            _build_source(plan, tree, settings, client, console)
+            _build_source(plan, tree, settings, client, on_event)
             built.append("source")
-    _build_baseline(plan, settings, client, console)
+    _build_baseline(plan, settings, client, on_event)
     built.append("project")
     return _image_record(plan, settings, client, built=tuple(built))
 
 
-def _pulled(plan: ImagePlan, registry_name: str, client: docker.DockerClient, console: Console) -> bool:
+def _pulled(plan: ImagePlan, registry_name: str, client: docker.DockerClient, on_event: Listener) -> bool:
     """Pulled from the registry; a registry that fails is said and the image is built instead (a cache)."""
     try:
-        found = registry.pull_image(client, plan.tag, registry_name, console)
+        found = registry.pull_image(client, plan.tag, registry_name, on_event=on_event)
     except SandboxError as e:
-        console.print(f"[yellow]{escape(e.message)}: building {plan.tag} here instead[/]")
+        on_event(Note("", f"{e.message}: building {plan.tag} here instead", "warning"))
         return False
     if found:
-        console.print(f"[green]✓[/] {plan.tag} pulled from {registry_name}")
+        on_event(StepDone("", f"{plan.tag} pulled from {registry_name}", None))
     return found
 
 
@@ -202,25 +199,26 @@ def find_project_image(manifest: Manifest, settings: Settings, base: BaseStrateg
 
 
 def push_project_image(manifest: Manifest, settings: Settings, registry_name: str, *,
-                       client: docker.DockerClient | None = None) -> tuple[ProjectImage, str]:
+                       client: docker.DockerClient | None = None,
+                       on_event: Listener = silent) -> tuple[ProjectImage, str]:
     """Push the project's current image (built here) to a registry: (the image, its digest there)."""
     client = client or dockerlib.docker_client()
     image = find_project_image(manifest, settings, client=client)
     if image is None:
         raise EnvironmentBuildError(f"{manifest.name}: its current image is not built on this machine",
                                     hint=f"coderun images build {manifest.name}, then push")
-    return image, registry.push_image(client, image.tag, registry_name)
+    return image, registry.push_image(client, image.tag, registry_name, on_event=on_event)
 
 
 def pull_project_image(manifest: Manifest, settings: Settings, registry_name: str, *,
-                       client: docker.DockerClient | None = None) -> ProjectImage:
+                       client: docker.DockerClient | None = None, on_event: Listener = silent) -> ProjectImage:
     """The project's current image from a registry (a cache hit when it is here already); raises when the
     registry does not have it."""
     client = client or dockerlib.docker_client()
     plan = plan_image(manifest, settings, client)
     if dockerlib.image_exists(client, plan.tag):
         return _image_record(plan, settings, client, built=())
-    if not registry.pull_image(client, plan.tag, registry_name):
+    if not registry.pull_image(client, plan.tag, registry_name, on_event=on_event):
         raise EnvironmentBuildError(f"{manifest.name}: {registry_name} has no {plan.tag}",
                                     hint=f"push it from a machine that built it: coderun images push "
                                          f"{manifest.name} --registry {registry_name}")
@@ -252,7 +250,7 @@ def _host_python(manifest: Manifest) -> Path:
     return python
 
 
-def _prepared_tree(plan: ImagePlan, tmp: Path, settings: Settings, console: Console) -> Path:
+def _prepared_tree(plan: ImagePlan, tmp: Path, settings: Settings, on_event: Listener) -> Path:
     """A copy of the worktree (without .git) after the manifest's pre_install commands."""
     tree = tmp / "project"
     shutil.copytree(plan.checkout.path, tree, symlinks=True, ignore=shutil.ignore_patterns(".git"))
@@ -261,12 +259,12 @@ def _prepared_tree(plan: ImagePlan, tmp: Path, settings: Settings, console: Cons
         log = _log(settings, plan, "pre_install", plan.source_key)
         log.unlink(missing_ok=True)
         for command in plan.manifest.install.pre_install:
-            dockerlib.run_logged(["sh", "-c", command], log, cwd=tree, env=env, console=console,
-                        title=f"{plan.manifest.name}: pre_install {command!r}")
+            dockerlib.run_logged(["sh", "-c", command], log, cwd=tree, env=env, on_event=on_event,
+                                 title=f"{plan.manifest.name}: pre_install {command!r}")
     return tree
 
 
-def wheelhouse(plan: ImagePlan, tree: Path, settings: Settings, console: Console) -> Path:
+def wheelhouse(plan: ImagePlan, tree: Path, settings: Settings, on_event: Listener) -> Path:
     """Wheels for every dependency, built on the host with the image's Python version (cached)."""
     out = dockerlib.images_dir(settings) / "wheels" / f"{plan.manifest.name}-{plan.deps_key}"
     if (out / ".complete").is_file():
@@ -288,8 +286,8 @@ def wheelhouse(plan: ImagePlan, tree: Path, settings: Settings, console: Console
            "--use-pep517", *plan.manifest.install.pip_args, *reqs]
     with tempfile.TemporaryDirectory(prefix="coderun-manylinux-") as policy:
         env = {**_host_env(python), "PYTHONPATH": _manylinux_policy(Path(policy), plan.base.glibc)}
-        dockerlib.run_logged(cmd, log, cwd=tree, env=env, console=console,
-                    title=f"{plan.manifest.name}: wheelhouse (Python {plan.manifest.python}, host)")
+        dockerlib.run_logged(cmd, log, cwd=tree, env=env, on_event=on_event,
+                             title=f"{plan.manifest.name}: wheelhouse (Python {plan.manifest.python}, host)")
     (out / ".complete").write_text(shlex.join(cmd) + "\n")
     return out
 
@@ -310,8 +308,8 @@ def _manylinux_policy(directory: Path, glibc: str) -> str:
 
 
 def _build_deps(plan: ImagePlan, tree: Path, settings: Settings, client: docker.DockerClient,
-                console: Console) -> None:
-    wheels = wheelhouse(plan, tree, settings, console)
+                on_event: Listener) -> None:
+    wheels = wheelhouse(plan, tree, settings, on_event)
     names = sorted(p.name for p in wheels.glob("*.whl"))
     requirements = "".join(f"/tmp/coderun-wheels/{n}\n" for n in names)
     context = dockerlib.Context(dockerlib.recipe_text("deps.Dockerfile"),
@@ -321,11 +319,11 @@ def _build_deps(plan: ImagePlan, tree: Path, settings: Settings, client: docker.
         client, context, tag=plan.deps_tag, buildargs={"BASE": plan.base.tag},
         labels=dockerlib.labels("deps", plan.deps_key, project=plan.manifest.name, python=plan.manifest.python),
         log_path=_log(settings, plan, "deps", plan.deps_key),
-        title=f"{plan.manifest.name}: dependencies layer ({len(names)} wheels)", console=console)
+        title=f"{plan.manifest.name}: dependencies layer ({len(names)} wheels)", on_event=on_event)
 
 
 def _build_source(plan: ImagePlan, tree: Path, settings: Settings, client: docker.DockerClient,
-                  console: Console) -> None:
+                  on_event: Listener) -> None:
     context = dockerlib.Context(dockerlib.recipe_text("source.Dockerfile"), {}, {"project": tree})
     dockerlib.build_image(
         client, context, tag=plan.source_tag,
@@ -333,7 +331,7 @@ def _build_source(plan: ImagePlan, tree: Path, settings: Settings, client: docke
         labels=dockerlib.labels("source", plan.source_key, project=plan.manifest.name,
                                 commit=plan.checkout.commit),
         log_path=_log(settings, plan, "source", plan.source_key),
-        title=f"{plan.manifest.name}: source layer ({plan.checkout.commit[:10]})", console=console)
+        title=f"{plan.manifest.name}: source layer ({plan.checkout.commit[:10]})", on_event=on_event)
 
 
 def baseline_script(manifest: Manifest, commit: str) -> str:
@@ -374,7 +372,7 @@ def _limit_files() -> dict[str, str]:
 
 
 def _build_baseline(plan: ImagePlan, settings: Settings, client: docker.DockerClient,
-                    console: Console) -> None:
+                    on_event: Listener) -> None:
     m = plan.manifest
     files = {"baseline.sh": baseline_script(m, plan.checkout.commit), "installed.py": installed.SOURCE,
              **_limit_files()}
@@ -384,7 +382,7 @@ def _build_baseline(plan: ImagePlan, settings: Settings, client: docker.DockerCl
         client, context, tag=plan.tag, buildargs={"BASE": plan.source_tag},
         labels=dockerlib.labels("project", plan.key, project=m.name, python=m.python,
                                 commit=plan.checkout.commit),
-        log_path=log, title=f"{m.name}: baseline test run", console=console)
+        log_path=log, title=f"{m.name}: baseline test run", on_event=on_event)
     try:
         read_baseline(plan, client, settings)
     except EnvironmentBuildError:

@@ -21,18 +21,17 @@ from pathlib import Path
 
 import docker
 import docker.errors
-from rich.console import Console
 
 from coderun.config import IMAGES_DIR, Settings
 from coderun.envs.logs import tail
 from coderun.errors import EnvironmentBuildError, SandboxError, SandboxUnavailable
+from coderun.events import Listener, StepDone, StepOutput, StepStarted, silent, step
 
 # Bump when the way images are built changes in a way the recipe files do not show.
 IMAGE_RECIPE_VERSION = "1"
 LABEL_PREFIX = "org.coderun"
 LAYERS = ("rootfs", "base", "deps", "source", "project")
 
-_console = Console(stderr=True)
 
 
 def docker_client(timeout: int = 600) -> docker.DockerClient:
@@ -132,13 +131,12 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
 
 def build_image(client: docker.DockerClient, context: Context, *, tag: str, buildargs: dict[str, str],
                 labels: dict[str, str], log_path: Path, title: str,
-                console: Console | None = None) -> None:
+                on_event: Listener = silent) -> None:
     """Build `context` as `tag` with networking disabled, streaming progress and keeping the log."""
-    console = console or _console
     log_path.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    with tempfile.TemporaryFile() as ctx, log_path.open("w") as log, \
-            console.status(f"[bold]{title}[/]…") as status:
+    on_event(StepStarted("", title))
+    with tempfile.TemporaryFile() as ctx, log_path.open("w") as log:
         context.write(ctx)
         ctx.seek(0)
         log.write(f"# build {tag}\n# buildargs {buildargs}\n")
@@ -146,16 +144,15 @@ def build_image(client: docker.DockerClient, context: Context, *, tag: str, buil
             stream = client.api.build(fileobj=ctx, custom_context=True, tag=tag, buildargs=buildargs,
                                       labels=labels, network_mode="none", rm=True, forcerm=True,
                                       pull=False, decode=True)
-            error = _follow(stream, log, lambda line: status.update(f"[bold]{title}[/]: {line[:100]}"))
+            error = _follow(stream, log, lambda line: on_event(StepOutput("", title, line)))
         except docker.errors.APIError as e:
             error = f"the engine refused the build: {e.explanation}"
             log.write(error + "\n")
     seconds = time.monotonic() - started
+    on_event(StepDone("", title, seconds, ok=not error))
     if error:
-        console.print(f"[red]✗[/] {title} ({seconds:.1f}s)")
         raise EnvironmentBuildError(f"{title} failed: {error.strip().splitlines()[-1][:300]}",
                                     log_path=str(log_path), log_tail=tail(log_path))
-    console.print(f"[green]✓[/] {title} ({seconds:.1f}s)")
 
 
 def _follow(stream: Iterable[dict], log, show) -> str | None:
@@ -179,12 +176,12 @@ def images_dir(settings: Settings) -> Path:
     return settings.home / "images"
 
 
-def run_logged(cmd: list[str], log: Path, *, title: str, console: Console, cwd: Path | None = None,
+def run_logged(cmd: list[str], log: Path, *, title: str, on_event: Listener = silent, cwd: Path | None = None,
                env: dict[str, str] | None = None, hint: str | None = None) -> None:
-    """Run a host command, its output appended to `log` and its latest line shown in a live status;
+    """Run a host command as a step, its output appended to `log` and each line said (StepOutput);
     a failure raises EnvironmentBuildError with the log's last lines and its path."""
     log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("a") as fh, console.status(f"[bold]{title}[/]…") as status:
+    with log.open("a") as fh, step(on_event, "", title):
         fh.write("$ " + shlex.join(cmd) + "\n")
         fh.flush()
         proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -193,11 +190,11 @@ def run_logged(cmd: list[str], log: Path, *, title: str, console: Console, cwd: 
         for line in proc.stdout:
             fh.write(line)
             if line.strip():
-                status.update(f"[bold]{title}[/]: {line.strip()[:100]}")
+                on_event(StepOutput("", title, line))
         code = proc.wait()
-    if code != 0:
-        raise EnvironmentBuildError(f"{title} failed (exit {code})", log_path=str(log), log_tail=tail(log),
-                                    hint=hint)
+        if code != 0:
+            raise EnvironmentBuildError(f"{title} failed (exit {code})", log_path=str(log), log_tail=tail(log),
+                                        hint=hint)
 
 
 def read_image_files(client: docker.DockerClient, tag: str, directory: str) -> dict[str, bytes]:

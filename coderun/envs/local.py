@@ -47,6 +47,7 @@ from coderun.envs.testrun import (
 )
 from coderun.envs.versions import PACKAGES_SCRIPT, project_environment
 from coderun.errors import EnvironmentBuildError
+from coderun.events import Listener, Note, silent
 from coderun.harness.coderun_baseline import ATTEMPTS
 from coderun.manifests.schema import Manifest
 from coderun.records import Baseline, ProjectEnvironment
@@ -242,21 +243,22 @@ def _venv_env(venv: Path) -> dict[str, str]:
 
 
 def build_local_env(manifest: Manifest, settings: Settings, *, force: bool = False,
-                    warn=print) -> LocalEnv:
+                    on_event: Listener = silent) -> LocalEnv:
     co = checkout(manifest, settings)
     env = _env_for(manifest, settings, co)
     if env.ready and not force:
         return env
     if env.installed and not force:
-        return _rerun_baseline(manifest, env, co, warn)
+        return _rerun_baseline(manifest, env, co, on_event)
     python, exact = find_python(manifest.python)
     if not exact:
-        warn(f"warning: no python{manifest.python} on PATH; {manifest.name} is built with "
-             f"{python} ({sys.version.split()[0]}) instead, results may differ")
+        on_event(Note("", f"warning: no python{manifest.python} on PATH; {manifest.name} is built with "
+                          f"{python} ({sys.version.split()[0]}) instead, results may differ", "warning"))
     shutil.rmtree(env.path, ignore_errors=True)
     env.logs.mkdir(parents=True)
     started = time.monotonic()
-    with Steps(f"env {manifest.name}") as steps, tempfile.TemporaryDirectory(prefix="coderun-build-") as tmp:
+    with Steps(f"env {manifest.name}", on_event) as steps, \
+            tempfile.TemporaryDirectory(prefix="coderun-build-") as tmp:
         venv = env.path / "venv"
         with steps.step("create venv"):
             _check(_run([str(python), "-m", "venv", str(venv)], env.logs / "venv.log", step="venv"),
@@ -277,7 +279,7 @@ def build_local_env(manifest: Manifest, settings: Settings, *, force: bool = Fal
         (env.path / "env.json").write_text(json.dumps(meta, indent=1))
         with steps.step("baseline test run"):
             baseline = run_baseline(manifest, env, tree, venv_env)
-    _say_timed_out(manifest, baseline, warn)
+    _say_timed_out(manifest, baseline, on_event)
     _record_baseline(env, baseline, build_seconds=round(time.monotonic() - started, 1))
     return env
 
@@ -339,12 +341,13 @@ def _prepare_tree(manifest: Manifest, source: Path, env: LocalEnv, venv_env: dic
                    log, f"pre_install command {command!r}")
 
 
-def _rerun_baseline(manifest: Manifest, env: LocalEnv, co: Checkout, warn) -> LocalEnv:
+def _rerun_baseline(manifest: Manifest, env: LocalEnv, co: Checkout, on_event: Listener) -> LocalEnv:
     """The manifest's `tests` (or the supplementary tests) changed but not what installs the venv: record the
     baseline again with the venv as it is. A tree prepared by pre_install is prepared again from the new
     checkout when the checkout changed."""
     venv_env = _venv_env(env.path / "venv")
-    with Steps(f"env {manifest.name}") as steps, tempfile.TemporaryDirectory(prefix="coderun-build-") as tmp:
+    with Steps(f"env {manifest.name}", on_event) as steps, \
+            tempfile.TemporaryDirectory(prefix="coderun-build-") as tmp:
         if manifest.install.pre_install and _recorded(env).get("commit") != co.commit:
             shutil.rmtree(env.checkout.path, ignore_errors=True)
             _prepare_tree(manifest, co.path, env, venv_env, steps)
@@ -352,7 +355,7 @@ def _rerun_baseline(manifest: Manifest, env: LocalEnv, co: Checkout, warn) -> Lo
         shutil.copytree(env.checkout.path, tree, symlinks=True, ignore=shutil.ignore_patterns(".git"))
         with steps.step("baseline test run (the venv is reused: only the tests changed)"):
             baseline = run_baseline(manifest, env, tree, venv_env)
-    _say_timed_out(manifest, baseline, warn)
+    _say_timed_out(manifest, baseline, on_event)
     _record_baseline(env, baseline)
     return env
 
@@ -390,9 +393,9 @@ def run_baseline(manifest: Manifest, env: LocalEnv, tree: Path, venv_env: dict[s
                     timed_out=timed_out, duration=round(time.monotonic() - started, 2), exit_code=proc.returncode)
 
 
-def _say_timed_out(manifest: Manifest, baseline: Baseline, warn) -> None:
+def _say_timed_out(manifest: Manifest, baseline: Baseline, on_event: Listener) -> None:
     if baseline.timed_out:
-        warn(timed_out_note(manifest, baseline))
+        on_event(Note("", timed_out_note(manifest, baseline), "warning"))
 
 
 def _read(path: Path) -> str:

@@ -1,20 +1,17 @@
-"""Step-by-step progress for long builds: a live spinner per step, with its time when it ends."""
+"""Step-by-step progress for long builds: each step announced, and its time when it ends (as events)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from rich.console import Console
-
-_console = Console(stderr=True)
+from coderun.events import Listener, silent, step
 
 
 class Steps:
-    def __init__(self, title: str, console: Console | None = None):
+    def __init__(self, title: str, on_event: Listener = silent):
         self.title = title
-        self.console = console or _console
+        self.on_event = on_event
 
     def __enter__(self) -> Steps:
         return self
@@ -24,11 +21,5 @@ class Steps:
 
     @contextmanager
     def step(self, name: str) -> Iterator[None]:
-        started = time.monotonic()
-        with self.console.status(f"[bold]{self.title}[/]: {name}…"):
-            try:
-                yield
-            except BaseException:
-                self.console.print(f"[red]✗[/] {self.title}: {name} ({time.monotonic() - started:.1f}s)")
-                raise
-        self.console.print(f"[green]✓[/] {self.title}: {name} ({time.monotonic() - started:.1f}s)")
+        with step(self.on_event, self.title, name):
+            yield

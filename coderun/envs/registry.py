@@ -16,13 +16,12 @@ import re
 
 import docker
 import docker.errors
-from rich.console import Console
 
 from coderun.envs.dockerlib import LABEL_PREFIX
 from coderun.errors import SandboxError, UsageError
+from coderun.events import Listener, StepOutput, silent, step
 
 _REGISTRY = re.compile(r"[a-z0-9.-]+(:[0-9]+)?(/[a-z0-9._-]+)*", re.IGNORECASE)
-_console = Console(stderr=True)
 
 
 def check_registry(registry: str) -> str:
@@ -51,22 +50,21 @@ def _failed(what: str, detail: str) -> SandboxError:
                              "`docker login` or `insecure-registries` in the engine's daemon.json, and its free space")
 
 
-def push_image(client: docker.DockerClient, tag: str, registry: str, console: Console | None = None) -> str:
+def push_image(client: docker.DockerClient, tag: str, registry: str, *, on_event: Listener = silent) -> str:
     """Push the local image `tag` to `registry`; the digest the registry gave it."""
-    console = console or _console
     remote = remote_ref(registry, tag)
     repo, key = _split(remote)
     try:
         client.images.get(tag).tag(repo, key)
         digest, error = "", None
-        with console.status(f"[bold]push {remote}[/]…") as status:
+        with step(on_event, "", f"push {remote}"):
             for ev in client.images.push(repo, tag=key, stream=True, decode=True):
                 if "error" in ev:
                     error = ev["error"]
                     break
                 digest = (ev.get("aux") or {}).get("Digest", digest)
                 if ev.get("status"):
-                    status.update(f"[bold]push {remote}[/]: {ev.get('id', '')} {ev['status']}")
+                    on_event(StepOutput("", f"push {remote}", f"{ev.get('id', '')} {ev['status']}"))
     except docker.errors.ImageNotFound:
         raise SandboxError(f"no image {tag} in the engine to push") from None
     except docker.errors.APIError as e:
@@ -78,13 +76,12 @@ def push_image(client: docker.DockerClient, tag: str, registry: str, console: Co
     return digest
 
 
-def pull_image(client: docker.DockerClient, tag: str, registry: str, console: Console | None = None) -> bool:
+def pull_image(client: docker.DockerClient, tag: str, registry: str, *, on_event: Listener = silent) -> bool:
     """Pull `tag` from `registry` and name it `tag` here; False when the registry does not have it."""
-    console = console or _console
     remote = remote_ref(registry, tag)
     repo, key = _split(remote)
     try:
-        with console.status(f"[bold]pull {remote}[/]…"):
+        with step(on_event, "", f"pull {remote}"):
             image = client.images.pull(repo, tag=key)
     except docker.errors.NotFound:
         return False

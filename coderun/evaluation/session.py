@@ -6,7 +6,7 @@
     summary = session.execute(store, jobs=..., cluster=...)
 
 The session never prints: what happens is told as events (the dataclasses below), in order, to one
-listener; the CLI renders them, a service records them. The samples file is read once.
+listener (the library's progress events among them, coderun.events); the CLI renders them. The samples file is read once.
 """
 
 from __future__ import annotations
@@ -14,25 +14,18 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
+from coderun import events
 from coderun.choices import Backend
 from coderun.config import Settings
 from coderun.errors import CoderunError, EnvironmentBuildError
 from coderun.evaluation.evaluate import EvalRequest, RunSummary, execute, start_run
 from coderun.evaluation.samples import Resolver, read_lines, sample_ids
 from coderun.evaluation.store import Result, RunStore, resolve_run_dir
+from coderun.events import Note
 from coderun.manifests.schema import Manifest
 from coderun.records import VerdictKind
 from coderun.tasks.build import ProjectTaskReport
-
-
-@dataclass(frozen=True)
-class Said:
-    """A message for the person running it."""
-
-    text: str
-    level: Literal["info", "warning"] = "info"
 
 
 @dataclass(frozen=True)
@@ -87,7 +80,8 @@ class Graded:
     result: Result
 
 
-Event = Said | BuildingTasks | TasksBuilt | BuildFailed | InputProblem | RunReady | Graded
+# The run's own events, and the library's (coderun.events: messages, the task builds' steps and counts).
+Event = events.Event | BuildingTasks | TasksBuilt | BuildFailed | InputProblem | RunReady | Graded
 Listener = Callable[[Event], None]
 
 
@@ -110,7 +104,7 @@ class EvalSession:
                          if t.trivially_passed(req.rigor) and not req.include_weak]
         if left_out:
             plus = " and pass+ lets it through" if req.rigor == "plus" else ""
-            self.on_event(Said(f"{len(left_out)} verified tasks are left out of this run: a trivial body passes "
+            self.on_event(Note("", f"{len(left_out)} verified tasks are left out of this run: a trivial body passes "
                                f"their tests{plus} (weak or trivial in `coderun tasks list`); --include-weak "
                                "evaluates them"))
         if not tasks and failed:
@@ -123,7 +117,7 @@ class EvalSession:
 
     def resume(self, run: str | Path) -> RunStore:
         store = RunStore.open(resolve_run_dir(str(run), self.settings))
-        self.on_event(Said(f"resuming {store.path}: {len(store.results())} of {len(store.samples())} samples "
+        self.on_event(Note("", f"resuming {store.path}: {len(store.results())} of {len(store.samples())} samples "
                            "already have a verdict"))
         self._ready(store, resumed=True)
         return store
@@ -151,7 +145,7 @@ class EvalSession:
         s = self.settings
         manifests, broken = known_manifests(s) if req.samples else ([], {})
         for e in broken.values():
-            self.on_event(Said(f"skipping a manifest that does not load: {e.message}", "warning"))
+            self.on_event(Note("", f"skipping a manifest that does not load: {e.message}", "warning"))
         declared = declared_ids(manifests)
         built = built_projects(s)
         todo: dict[str, tuple[Manifest, int]] = {n: (find_manifest(n, s), 0) for n in req.projects if n not in built}
@@ -164,7 +158,7 @@ class EvalSession:
         for i, (name, (m, n)) in enumerate(todo.items(), start=1):
             self.on_event(BuildingTasks(name, i, len(todo), n))
             try:
-                for report in build_tasks(m, s, include_weak=req.include_weak).projects:
+                for report in build_tasks(m, s, include_weak=req.include_weak, on_event=self.on_event).projects:
                     self.on_event(TasksBuilt(report))
             except CoderunError as e:
                 failed[name] = e.message

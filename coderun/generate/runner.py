@@ -18,10 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import ValidationError
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from coderun.errors import GenerationError, UsageError
+from coderun.events import Counted, Listener, silent
 from coderun.generate.base import Endpoint, GenerationRequest, Provider
 from coderun.generate.extract import Extraction, assemble_solution, extract_code
 from coderun.generate.records import GeneratedSample, RawResponse, raw_path_for
@@ -63,7 +62,9 @@ class GenerationSummary:
 
 
 def run_generation(prompts: list[PromptRecord], provider: Provider, config: GenerationConfig, out: Path,
-                   *, show_progress: bool = True, console: Console | None = None) -> GenerationSummary:
+                   *, on_event: Listener = silent) -> GenerationSummary:
+    """Ask for the samples not yet in `out`, `config.concurrency` at a time; how far it got as `Counted`
+    events ("generating")."""
     out.parent.mkdir(parents=True, exist_ok=True)
     done = load_done(out, config)
     jobs = [(p, i) for p in prompts for i in range(config.n) if (p.prompt_id, i) not in done]
@@ -72,10 +73,8 @@ def run_generation(prompts: list[PromptRecord], provider: Provider, config: Gene
         return summary
     writer = _Writer(out, summary.raw)
     stop = threading.Event()
-    progress = Progress(TextColumn("generating"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        console=console or Console(stderr=True), disable=not show_progress)
-    with progress, writer, ThreadPoolExecutor(max_workers=config.concurrency) as pool:
-        bar = progress.add_task("generate", total=len(jobs))
+    on_event(Counted("generating", 0, len(jobs), "samples"))
+    with writer, ThreadPoolExecutor(max_workers=config.concurrency) as pool:
 
         def one(prompt: PromptRecord, index: int) -> None:
             if stop.is_set():
@@ -90,7 +89,7 @@ def run_generation(prompts: list[PromptRecord], provider: Provider, config: Gene
                 summary.written += 1
                 summary.retries += sample.attempts - 1
                 summary.no_code += sample.extraction == Extraction.NONE.value
-            progress.advance(bar)
+                on_event(Counted("generating", summary.written, len(jobs), "samples"))
 
         futures = [pool.submit(one, p, i) for p, i in jobs]
         wait(futures, return_when=FIRST_EXCEPTION)

@@ -21,8 +21,6 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from rich.progress import Progress
-
 from coderun.errors import UsageError
 from coderun.evaluation.store import (
     ImportConfig,
@@ -34,6 +32,7 @@ from coderun.evaluation.store import (
     RunTask,
     code_hash,
 )
+from coderun.events import Counted, Listener, silent
 from coderun.records import ContextSet, Level, VerdictKind
 from coderun.runner.splice import SampleSyntaxError, SpliceErrorKind, prepare_sample
 from coderun.runner.taxonomy import FailureClass, Primary, classify_syntax
@@ -127,7 +126,8 @@ def _failure(code: str, name: str) -> FailureClass:
     return FailureClass(Primary.OTHER, None, "imported verdict: CoderEval recorded a failure")
 
 
-def import_results(results: Path, run_dir: Path, dataset: Path | None = None) -> RunStore:
+def import_results(results: Path, run_dir: Path, dataset: Path | None = None, *,
+                   on_event: Listener = silent) -> RunStore:
     records = read_results(results)
     contexts = read_oracle_contexts(dataset) if dataset else {}
     digest = hashlib.sha256(results.read_bytes()).hexdigest()
@@ -137,26 +137,24 @@ def import_results(results: Path, run_dir: Path, dataset: Path | None = None) ->
                                        verdicts="CoderEval's recorded is_pass (not re-run by coderun)"))
     store = RunStore.create(run_dir, info)
     tasks, samples, out = [], [], []
-    with Progress(transient=True) as progress:
-        bar = progress.add_task("importing", total=len(records))
-        for lineno, rec in enumerate(records, 1):
-            task_id = str(rec["_id"])
-            tasks.append(RunTask(task_id=task_id, project=str(rec["project"]), level=Level.parse(str(rec["level"])),
-                                 file=str(rec.get("file_path", "")), name=str(rec.get("name", "")),
-                                 aliases=[f"{rec['project']}/{rec.get('file_path', '')}::{rec.get('name', '')}"],
-                                 oracle_context=contexts.get(task_id) if dataset else None))
-            for i, gen in enumerate(_decode(rec["generate_results"])):
-                gen = _decode(gen)
-                code = str(gen.get("generate_code", ""))
-                ok = _as_bool(gen.get("is_pass"), f"{results}:{lineno} sample {i}")
-                samples.append(RunSample(task_id=task_id, index=i, code=code, hash=code_hash(code),
-                                      metadata={"return_code": _decode(gen.get("return_code"))}))
-                cls = None if ok else _failure(code, str(rec.get("name") or ""))
-                out.append(Result(task_id=task_id, index=i, verdict=VerdictKind.PASS if ok else VerdictKind.FAIL,
-                                  failure=cls.label if cls else None,
-                                  reason=f"imported: CoderEval is_pass={ok}, return_code={gen.get('return_code')}"
-                                  + (f"; {cls.detail}" if cls and cls.primary is Primary.SYNTAX else "")))
-            progress.advance(bar)
+    for lineno, rec in enumerate(records, 1):
+        task_id = str(rec["_id"])
+        tasks.append(RunTask(task_id=task_id, project=str(rec["project"]), level=Level.parse(str(rec["level"])),
+                             file=str(rec.get("file_path", "")), name=str(rec.get("name", "")),
+                             aliases=[f"{rec['project']}/{rec.get('file_path', '')}::{rec.get('name', '')}"],
+                             oracle_context=contexts.get(task_id) if dataset else None))
+        for i, gen in enumerate(_decode(rec["generate_results"])):
+            gen = _decode(gen)
+            code = str(gen.get("generate_code", ""))
+            ok = _as_bool(gen.get("is_pass"), f"{results}:{lineno} sample {i}")
+            samples.append(RunSample(task_id=task_id, index=i, code=code, hash=code_hash(code),
+                                     metadata={"return_code": _decode(gen.get("return_code"))}))
+            cls = None if ok else _failure(code, str(rec.get("name") or ""))
+            out.append(Result(task_id=task_id, index=i, verdict=VerdictKind.PASS if ok else VerdictKind.FAIL,
+                              failure=cls.label if cls else None,
+                              reason=f"imported: CoderEval is_pass={ok}, return_code={gen.get('return_code')}"
+                              + (f"; {cls.detail}" if cls and cls.primary is Primary.SYNTAX else "")))
+        on_event(Counted("importing", lineno, len(records), "records"))
     store.add_tasks(tasks)
     store.add_samples(samples)
     store.record_results(out)

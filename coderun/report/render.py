@@ -1,4 +1,9 @@
-"""Text renderers of run reports: JSON, Markdown, and rich tables for the terminal."""
+"""Text renderers of run reports: JSON, Markdown, and rich tables for the terminal.
+
+The rich tables stay here, beside the Markdown and JSON of the same report, rather than in coderun/cli/: the
+three read the same rows (`group_rows`, `pct`, the notes), and `to_rich` only builds a renderable, it prints
+nothing (the CLI prints it on its console). It is the one place outside cli/ that imports rich, with
+report/terminal.py (tests/test_no_ui_in_library.py checks it)."""
 
 from __future__ import annotations
 

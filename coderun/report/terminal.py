@@ -5,6 +5,9 @@ A value column (`cols(..., keep=...)`, the default) is as wide as its widest cel
 a number or a name. A text column (`fold`) may fold onto several lines when the terminal is narrow, whole (no
 '…'). `Fit` picks the first of several layouts (widest first) that fits the console; `print_wide` prints a
 renderable at its natural width, for `--wide`.
+
+A report renderer (see coderun/report/render.py): it builds tables and prints only on a console it is given,
+so it may import rich; the rest of the library says what happens as events (coderun/events.py).
 """
 
 from __future__ import annotations

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from coderun.choices import Backend, Isolation
 from coderun.config import Settings
 from coderun.errors import TaskError
+from coderun.events import Listener, silent
 from coderun.manifests.schema import Manifest
 from coderun.records import Baseline, ProjectEnvironment
 from coderun.sandbox.base import SandboxSpec
@@ -61,10 +61,10 @@ class _Local:
             local_packages(env)
 
     @staticmethod
-    def build(manifest: Manifest, settings: Settings, force: bool, warn: Callable[[str], None]) -> BuiltEnvironment:
+    def build(manifest: Manifest, settings: Settings, force: bool, on_event: Listener) -> BuiltEnvironment:
         from coderun.envs.local import build_local_env, load_baseline
 
-        env = build_local_env(manifest, settings, force=force, warn=warn)
+        env = build_local_env(manifest, settings, force=force, on_event=on_event)
         meta = json.loads((env.path / "env.json").read_text())
         return BuiltEnvironment(load_baseline(env), str(env.path), meta["build_seconds"])
 
@@ -90,10 +90,10 @@ class _Docker:
                            services=tuple(manifest.tests.services)), image.environment
 
     @staticmethod
-    def build(manifest: Manifest, settings: Settings, force: bool, warn: Callable[[str], None]) -> BuiltEnvironment:
+    def build(manifest: Manifest, settings: Settings, force: bool, on_event: Listener) -> BuiltEnvironment:
         from coderun.envs.docker import build_project_image
 
-        image = build_project_image(manifest, settings, force=force)
+        image = build_project_image(manifest, settings, force=force, on_event=on_event)
         return BuiltEnvironment(image.baseline, image.tag)
 
     @staticmethod
@@ -140,9 +140,9 @@ def pull_environment(spec: SandboxSpec, backend: Backend | str, registry: str) -
 
 
 def build_environment(manifest: Manifest, settings: Settings, backend: Backend, *, force: bool = False,
-                      warn: Callable[[str], None] = print) -> BuiltEnvironment:
+                      on_event: Listener = silent) -> BuiltEnvironment:
     """Build (or with `force` rebuild) the project's venv or image and record its baseline."""
-    return _BACKENDS[backend].build(manifest, settings, force, warn)
+    return _BACKENDS[backend].build(manifest, settings, force, on_event)
 
 
 def original_tree(manifest: Manifest, settings: Settings, bare: Path) -> Path:

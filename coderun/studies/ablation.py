@@ -28,19 +28,15 @@ import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from rich.console import Console, Group
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
-from rich.text import Text
 
 from coderun.choices import Backend
 from coderun.config import Settings
 from coderun.errors import GenerationError, StoreError, TaskError, UsageError
 from coderun.evaluation.evaluate import EvalRequest, execute, start_run
 from coderun.evaluation.store import DB_NAME, Result, RunStore, new_run_id
+from coderun.events import Counted, Listener, Note, silent
 from coderun.generate import GenerationConfig, Provider, run_generation
 from coderun.prompts import (
     PromptRecord,
@@ -57,7 +53,6 @@ from coderun.report.aggregate import Comparison, RunReport, compare
 from coderun.report.folder import write_reports
 from coderun.report.metrics import UnderK
 from coderun.report.render import pct
-from coderun.report.terminal import make_table
 
 DOCSTRINGS = ("original", "human")
 
@@ -224,14 +219,14 @@ def _load(settings: Settings, project: str | None, level: Level | None) -> list[
 
 
 def run_arm(arm: Arm, req: AblationRequest, settings: Settings, tasks: list[Task],
-            console: Console) -> ArmOutcome:
+            on_event: Listener = silent) -> ArmOutcome:
     out = req.out_dir
     outcome = ArmOutcome(arm, out / "runs" / arm.slug, arm.samples or out / "samples" / f"{arm.slug}.jsonl")
     if arm.samples is None:
         outcome.prompts = out / "prompts" / f"{arm.slug}.jsonl"
         prompts = _prompts(arm, outcome, settings, tasks)
-        outcome.generated = _generate(arm, req, prompts, outcome.samples, console)
-    outcome.reused_run = _evaluate(arm, req, settings, tasks, outcome, console)
+        outcome.generated = _generate(arm, req, prompts, outcome.samples, on_event)
+    outcome.reused_run = _evaluate(arm, req, settings, tasks, outcome, on_event)
     return outcome
 
 
@@ -253,11 +248,11 @@ def _prompts(arm: Arm, outcome: ArmOutcome, settings: Settings, tasks: list[Task
 
 
 def _generate(arm: Arm, req: AblationRequest, prompts: list[PromptRecord], samples: Path,
-              console: Console) -> int:
+              on_event: Listener) -> int:
     assert req.generation is not None and req.provider is not None
-    console.print(f"[bold]{arm.label}[/]: generating {req.generation.n} samples for {len(prompts)} prompts")
+    on_event(Note(arm.label, f"generating {req.generation.n} samples for {len(prompts)} prompts"))
     with req.provider() as provider:
-        summary = run_generation(prompts, provider, req.generation, samples, console=console)
+        summary = run_generation(prompts, provider, req.generation, samples, on_event=on_event)
     if summary.errors:
         raise GenerationError(f"arm {arm.label}: {summary.pending - summary.written} samples not generated: "
                               f"{summary.errors[0]}", hint="re-run the same command to resume")
@@ -265,19 +260,18 @@ def _generate(arm: Arm, req: AblationRequest, prompts: list[PromptRecord], sampl
 
 
 def _evaluate(arm: Arm, req: AblationRequest, settings: Settings, tasks: list[Task], outcome: ArmOutcome,
-              console: Console) -> bool:
+              on_event: Listener) -> bool:
     """Run (or finish) the arm's evaluation; True when a finished run was reused as it was."""
     store = _open_or_start(arm, req, settings, tasks, outcome.run_dir, outcome.samples)
     with store:
         todo = _unfinished(store)
         if not todo:
             return True
-        console.print(f"[bold]{arm.label}[/]: evaluating {todo} samples in {store.path}")
-        with _EvalProgress(console, todo) as progress:
-            summary = execute(store, settings, jobs=req.jobs, progress=progress.tick)
+        on_event(Note(arm.label, f"evaluating {todo} samples in {store.path}"))
+        summary = execute(store, settings, jobs=req.jobs, progress=_EvalProgress(arm.label, todo, on_event).tick)
         if summary.infra:
-            console.print(f"[yellow]{arm.label}: {summary.infra} samples hit infrastructure errors; re-run "
-                          "to retry them[/]")
+            on_event(Note(arm.label, f"{summary.infra} samples hit infrastructure errors; re-run to retry them",
+                          "warning"))
     return False
 
 
@@ -301,29 +295,24 @@ def _unfinished(store: RunStore) -> int:
 
 
 class _EvalProgress:
-    def __init__(self, console: Console, total: int):
-        self.bar = Progress(TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(),
-                            TextColumn("[green]{task.fields[ok]} pass[/]"), TimeElapsedColumn(), console=console)
-        self.task = self.bar.add_task("eval", total=total, ok=0)
-        self.ok = 0
+    """An arm's evaluation as `Counted` events: samples graded, and how many passed."""
+
+    def __init__(self, subject: str, total: int, on_event: Listener):
+        self.subject, self.total, self.on_event = subject, total, on_event
+        self.done = self.ok = 0
+        on_event(Counted(subject, 0, total, "samples", "0 pass"))
 
     def tick(self, result: Result) -> None:
+        self.done += 1
         self.ok += result.verdict is VerdictKind.PASS
-        self.bar.update(self.task, advance=1, ok=self.ok)
-
-    def __enter__(self) -> _EvalProgress:
-        self.bar.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.bar.__exit__(None, None, None)
+        self.on_event(Counted(self.subject, self.done, self.total, "samples", f"{self.ok} pass"))
 
 
-def run_ablation(req: AblationRequest, settings: Settings, console: Console,
-                 tasks: list[Task] | None = None) -> tuple[AblationComparison, list[ArmOutcome]]:
+def run_ablation(req: AblationRequest, settings: Settings, tasks: list[Task] | None = None, *,
+                 on_event: Listener = silent) -> tuple[AblationComparison, list[ArmOutcome]]:
     """Every arm through generation and evaluation, then the comparison, saved in the out dir."""
     tasks = tasks if tasks is not None else select_tasks(settings, req.projects, req.level)
-    outcomes = [run_arm(arm, req, settings, tasks, console) for arm in req.arms]
+    outcomes = [run_arm(arm, req, settings, tasks, on_event) for arm in req.arms]
     reports = []
     for o in outcomes:
         with RunStore.open(o.run_dir) as store:    # the arm's report files, as `coderun eval` writes them
@@ -448,7 +437,7 @@ def delta_rows(c: AblationComparison, digits: int = 2) -> list[list[str]]:
     return rows
 
 
-def _headers(c: AblationComparison) -> tuple[list[str], list[str]]:
+def headers(c: AblationComparison) -> tuple[list[str], list[str]]:
     ks = [str(k) for k in c.ks]
     values = ["group", "variant", "tasks", "samples", *(f"pass@{k}" for k in ks), *(f"acc@{k}" for k in ks)]
     deltas = ["group", "variant", "k", "tasks", c.baseline, "variant", "Δ pass@k", "95% CI", "p", "Δ acc@k"]
@@ -460,7 +449,7 @@ NOTE = ("Δ: variant − baseline in percentage points over the tasks both score
 
 
 def to_markdown(c: AblationComparison) -> str:
-    vh, dh = _headers(c)
+    vh, dh = headers(c)
 
     def table(header: list[str], rows: list[list[str]]) -> list[str]:
         return ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|",
@@ -474,22 +463,3 @@ def to_markdown(c: AblationComparison) -> str:
     return "\n".join(out) + "\n"
 
 
-def to_rich(c: AblationComparison) -> Group:
-    """Two tables, groups as bold heading rows so they fit an 80-column terminal."""
-    vh, _ = _headers(c)
-    values = _grouped_table("pass@k and Acc@k per variant (%)", vh[1:], value_rows(c))
-    dh = ["variant", "k", "tasks", "Δ", "95% CI", "p", "Δ acc"]
-    rows = [[r[0], *r[1:4], *r[6:]] for r in delta_rows(c, digits=1)]  # the arms' values are above
-    deltas = _grouped_table(f"pass@k of each variant minus {c.baseline} (points)", dh, rows)
-    return Group(values, Text(""), deltas, Text(NOTE, style="dim"))
-
-
-def _grouped_table(title: str, header: list[str], rows: list[list[str]]) -> Table:
-    out: list[list[Any]] = []
-    group = None
-    for row in rows:
-        if row[0] != group:
-            group = row[0]
-            out.append([Text(group, style="bold"), *([""] * (len(header) - 1))])
-        out.append(["  " + row[1], *row[2:]])
-    return make_table(header, out, title=title, fold=(0,))

@@ -15,6 +15,7 @@ import os
 import shutil
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from pydantic import Field
 from coderun.config import Settings
 from coderun.envs.local import LocalEnv, build_local_env, find_local_env, load_baseline
 from coderun.errors import CoderunError, EnvironmentBuildError, SourceError, TaskError
+from coderun.events import Listener, Note, silent
 from coderun.manifests.schema import Manifest, supplementary_files
 from coderun.records import (
     ConfigurationTests,
@@ -39,7 +41,7 @@ from coderun.rigor.trivial import RAISE, bodies_for
 from coderun.tasks import store
 from coderun.tasks.coverage_map import CoverageMap, cap_tests, collect_coverage, test_file
 from coderun.tasks.discovery import Candidate, Selection, select, task_id
-from coderun.tasks.parallel import Meter, err, parallel
+from coderun.tasks.parallel import Tally, parallel
 from coderun.tasks.rigor import candidate_target, project_inputs, record
 from coderun.tasks.sandbox_runs import configuration_names, sandbox_tests
 from coderun.tasks.verify import (
@@ -118,41 +120,41 @@ def default_jobs() -> int:
 
 
 def build_tasks(manifest: Manifest | list[Manifest], settings: Settings, backend: str = "local",
-                include_weak: bool = False, progress: bool = True, jobs: int | None = None,
-                rigor: bool = True) -> TaskBuildReport:
+                include_weak: bool = False, jobs: int | None = None, rigor: bool = True, *,
+                on_event: Listener = silent) -> TaskBuildReport:
     manifests = manifest if isinstance(manifest, list) else [manifest]
-    return TaskBuildReport(projects=[build_project(m, settings, backend, include_weak, progress, jobs, rigor)
+    return TaskBuildReport(projects=[build_project(m, settings, backend, include_weak, jobs, rigor,
+                                                   on_event=on_event)
                                      for m in manifests])
 
 
 def build_project(manifest: Manifest, settings: Settings, backend: str = "local", include_weak: bool = False,
-                  progress: bool = True, jobs: int | None = None, rigor: bool = True) -> ProjectTaskReport:
+                  jobs: int | None = None, rigor: bool = True, *, on_event: Listener = silent) -> ProjectTaskReport:
     """Build one project's tasks. A failed build records why on each declared target of a project with no
     stored build (a stored one keeps the outcomes of the tasks it stored) and re-raises."""
     try:
-        return _build_project(manifest, settings, backend, include_weak, progress, jobs, rigor)
+        return _build_project(manifest, settings, backend, include_weak, jobs, rigor, on_event)
     except CoderunError as e:
         store.save_failed_targets(settings, manifest.name, failed_outcomes(manifest, e))
         raise
 
 
-def _build_project(manifest: Manifest, settings: Settings, backend: str, include_weak: bool, progress: bool,
-                   jobs: int | None, rigor: bool = True) -> ProjectTaskReport:
+def _build_project(manifest: Manifest, settings: Settings, backend: str, include_weak: bool, jobs: int | None,
+                   rigor: bool, on_event: Listener) -> ProjectTaskReport:
     started = time.monotonic()
     jobs = max(1, jobs or default_jobs())
-    say = err.print if progress else (lambda *a, **k: None)
-    env = find_local_env(manifest, settings) or build_local_env(
-        manifest, settings, warn=lambda msg: say(f"[yellow]{msg}[/]"))
+    say = _say(manifest, on_event)
+    env = find_local_env(manifest, settings) or build_local_env(manifest, settings, on_event=on_event)
     baseline = load_baseline(env)
     kept = _Kept(settings, manifest.name, _inputs(manifest, env, backend))
     logs = settings.runs / "tasks" / manifest.name
     if not kept.records:
         shutil.rmtree(logs, ignore_errors=True)  # the logs of this build only (kept ones: of the one resumed)
     logs.mkdir(parents=True, exist_ok=True)
-    say(f"[bold]{manifest.name}[/]: analyzing")
+    say("analyzing")
     analysis = _analyze(manifest, env, settings, say)
     selection = select(manifest, analysis)
-    say(f"[bold]{manifest.name}[/]: {len(selection.candidates)} candidate functions")
+    say(f"{len(selection.candidates)} candidate functions")
     if not selection.candidates:
         raise no_candidates(manifest, selection, len(analysis.functions))
     covmap = _coverage(manifest, env, baseline, logs, kept, say)
@@ -160,7 +162,7 @@ def _build_project(manifest: Manifest, settings: Settings, backend: str, include
     mapped, capped = _map_all(manifest, selection.candidates, covmap,
                               {**durations, **{t.nodeid: t.duration for t in baseline.tests}})
     if capped:
-        say(f"[bold]{manifest.name}[/]: {len(capped)} tasks capped (max_tests_per_task "
+        say(f"{len(capped)} tasks capped (max_tests_per_task "
             f"{manifest.tasks.max_tests_per_task or 'none'}, max_seconds_per_task {manifest.tasks.max_seconds_per_task:g}): "
             f"{sum(map(len, capped.values()))} of their slowest mapped tests dropped")
     notes: list[str] = []
@@ -170,13 +172,13 @@ def _build_project(manifest: Manifest, settings: Settings, backend: str, include
     supplementary = set(supplementary_files(manifest))  # paths as the tree has them
     with sandbox_tests(manifest, settings, backend, env, logs, durations, jobs, notes) as runner:
         verdicts = _verify_all(manifest, env, runner, [(c, tests) for c, tests, _ in mapped], jobs, kept,
-                               progress, {tid: [c.obs for c in r.calls] for tid, r in recorded.items()})
+                               on_event, {tid: [c.obs for c in r.calls] for tid, r in recorded.items()})
         tasks = [_task(manifest, env, c, tests, kind, covmap, verdicts[_tid(manifest, c)], supplementary)
                  for c, tests, kind in mapped]
         inputs: list[TaskInputs] = []
         if rigor:
-            say(f"[bold]{manifest.name}[/]: deriving pass+ inputs from the recorded calls")
-            tasks, inputs = project_inputs(tasks, recorded, runner.observe, jobs, say, progress, manifest.name,
+            say("deriving pass+ inputs from the recorded calls")
+            tasks, inputs = project_inputs(tasks, recorded, runner.observe, jobs, on_event, manifest.name,
                                            env.checkout.path)
     report = _report(manifest, env, backend, include_weak, selection, covmap, tasks, verdicts, started,
                      capped=capped, max_tests_per_task=manifest.tasks.max_tests_per_task,
@@ -217,13 +219,18 @@ def failed_outcomes(manifest: Manifest, error: CoderunError) -> list[TargetOutco
             for t in manifest.tasks.targets]
 
 
+def _say(manifest: Manifest, on_event: Listener) -> Callable[..., None]:
+    """A note about the project's build: `say(text)`, or `say(text, "warning")`."""
+    return lambda text, level="info": on_event(Note(manifest.name, text, level))
+
+
 def _coverage(manifest: Manifest, env: LocalEnv, baseline, logs: Path, kept: _Kept, say) -> CoverageMap:
     """The test mapping: kept by the interrupted build with the same inputs, else one coverage run."""
     covmap = CoverageMap.from_json(kept.records["coverage"]) if "coverage" in kept.records else None
     if covmap is not None:
-        say(f"[bold]{manifest.name}[/]: test mapping taken from the interrupted build")
+        say("test mapping taken from the interrupted build")
         return covmap
-    say(f"[bold]{manifest.name}[/]: mapping tests (one coverage run of the suite)")
+    say("mapping tests (one coverage run of the suite)")
     covmap = collect_coverage(manifest, env.python, env.checkout.path, baseline, log=logs / "coverage.log")
     kept.keep("coverage", covmap.to_json())
     return covmap
@@ -261,7 +268,7 @@ def _analyze(manifest: Manifest, env: LocalEnv, settings: Settings, say):
         if "jedi" not in e.message:
             raise
         # jedi runs a helper inside the project's interpreter; some jedi releases cannot (e.g. 0.20 on 3.9)
-        say(f"[yellow]{manifest.name}: {e.message}; analyzing without jedi[/]")
+        say(f"{e.message}; analyzing without jedi", "warning")
         return analyze_cached(env.checkout, settings, python=env.python, use_jedi=False,
                               import_root=manifest.import_root)
 
@@ -311,14 +318,14 @@ def _map_all(manifest: Manifest, candidates: list[Candidate], covmap: CoverageMa
 
 
 def _verify_all(manifest: Manifest, env: LocalEnv, runner: TestRunner, mapped: list[tuple[Candidate, list[str]]],
-                jobs: int, kept: _Kept, progress: bool, recorded: dict[str, list[dict]] | None = None
+                jobs: int, kept: _Kept, on_event: Listener, recorded: dict[str, list[dict]] | None = None
                 ) -> dict[str, Verification]:
     """Every task's verdict: the shared runs of the original first, then the tasks, `jobs` at a time.
     `recorded`: per task id, the obs of the original's recorded calls (the trivial bodies' `empty` and
     `constant` read their return values); without it they come from the signature alone."""
     from coderun.runner.splice import blank_body
 
-    say = err.print if progress else (lambda *a, **k: None)
+    say = _say(manifest, on_event)
     specs = [(c, _spec(manifest, c, tests, (recorded or {}).get(_tid(manifest, c), []))) for c, tests in mapped]
     shared = {conf: _shared_runs(manifest, runner, {n for _, tests in mapped for n in tests}, kept, say, conf)
               for conf in configuration_names(manifest)}
@@ -332,7 +339,7 @@ def _verify_all(manifest: Manifest, env: LocalEnv, runner: TestRunner, mapped: l
             todo.append(spec)
     kept.resumed = len(out)
     if out:
-        say(f"[bold]{manifest.name}[/]: {len(out)} of {len(specs)} tasks already decided by the interrupted "
+        say(f"{len(out)} of {len(specs)} tasks already decided by the interrupted "
             "build with the same inputs; verifying the rest")
     sources = {spec.file: (env.checkout.path / spec.file).read_text(encoding="utf-8") for spec in todo if spec.tests}
 
@@ -340,11 +347,11 @@ def _verify_all(manifest: Manifest, env: LocalEnv, runner: TestRunner, mapped: l
         return verify_task(spec, runner, sources.get(spec.file, ""),
                            lambda src, q, ln, stmt: blank_body(src, q, lineno=ln, statement=stmt), shared)
 
-    with Meter(manifest.name, len(specs), Counter(v.status.value for v in out.values()), progress) as meter:
-        for spec, v in parallel(one, todo, jobs, say):
-            kept.keep(spec.task_id, v.to_json(spec))
-            out[spec.task_id] = v
-            meter.advance(v.status.value)
+    tally = Tally(manifest.name, len(specs), Counter(v.status.value for v in out.values()), on_event)
+    for spec, v in parallel(one, todo, jobs, on_event=on_event):
+        kept.keep(spec.task_id, v.to_json(spec))
+        out[spec.task_id] = v
+        tally.advance(v.status.value)
     return out
 
 
@@ -364,7 +371,7 @@ def _shared_runs(manifest: Manifest, runner: TestRunner, union: set[str], kept: 
         d = json.loads(kept.records[key])
         return Shared(frozenset(d["flaky"]), frozenset(d["always"]))
     where = f" in configuration {conf}" if conf else ""
-    say(f"[bold]{manifest.name}[/]: running the original x{ORIGINAL_RUNS - 1} on all {len(union)} mapped tests"
+    say(f"running the original x{ORIGINAL_RUNS - 1} on all {len(union)} mapped tests"
         + where)
     flaky, always = unstable_tests(runner, union, ORIGINAL_RUNS - 1, conf)
     kept.keep(key, json.dumps({"flaky": sorted(flaky), "always": sorted(always)}))

@@ -15,12 +15,12 @@ decisions kept in that node's store when Ray places it where the lost one had ru
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from coderun.config import Settings
 from coderun.errors import CoderunError, EnvironmentBuildError, SandboxError
+from coderun.events import Listener, Note, silent
 from coderun.manifests.schema import Manifest
 from coderun.records import TargetOutcome, Task, TaskInputs
 from coderun.tasks import store
@@ -69,7 +69,7 @@ def build_on_node(manifest: Manifest, backend: str, include_weak: bool, jobs: in
     here = StoreAddress.of(settings)
     out = NodeBuild(manifest.name, here.host, same_store=here == driver_store)
     try:
-        out.report = build_project(manifest, settings, backend, include_weak, progress=False, jobs=jobs)
+        out.report = build_project(manifest, settings, backend, include_weak, jobs=jobs)
     except CoderunError as e:
         out.error, out.message, out.hint = type(e).__name__, e.message, e.hint
         out.targets = failed_outcomes(manifest, e)
@@ -98,13 +98,13 @@ def save_on_driver(settings: Settings, done: NodeBuild) -> None:
 
 
 def build_on_cluster(manifests: list[Manifest], settings: Settings, backend: str, include_weak: bool,
-                     jobs: int, cluster: str, say=None) -> Iterator[tuple[Manifest, ProjectTaskReport | CoderunError]]:
+                     jobs: int, cluster: str, *, on_event: Listener = silent
+                     ) -> Iterator[tuple[Manifest, ProjectTaskReport | CoderunError]]:
     """(manifest, report or error) for each project as its build finishes on the cluster, saved in the driver's
-    store first. `say`: where the notes of lost nodes go (stderr by default)."""
+    store first. A lost node is said as a warning (a Note)."""
     from coderun.runner.executors.cluster import parse_cluster, require_ray
     from coderun.tasks.build import failed_outcomes
 
-    say = say or (lambda note: print(note, file=sys.stderr, flush=True))
     init_args = parse_cluster(cluster)
     ray = require_ray()
     started = not ray.is_initialized()
@@ -137,8 +137,8 @@ def build_on_cluster(manifests: list[Manifest], settings: Settings, backend: str
                     yield m, lost
                     continue
                 attempts[name] += 1
-                say(f"{name}: the node building it was lost ({type(e).__name__}); building it again on "
-                    f"another node (attempt {attempts[name]} of {MAX_ATTEMPTS})")
+                on_event(Note(name, f"the node building it was lost ({type(e).__name__}); building it again "
+                                    f"on another node (attempt {attempts[name]} of {MAX_ATTEMPTS})"))
                 pending[submit(m)] = name
                 continue
             save_on_driver(settings, done)

@@ -20,6 +20,7 @@ from pathlib import Path
 from coderun.config import Settings
 from coderun.envs.local import LocalEnv, find_local_env
 from coderun.errors import TaskError
+from coderun.events import Listener, Note, silent
 from coderun.manifests.schema import Manifest
 from coderun.records import RigorSummary, Task, TaskInputs, TaskStatus
 from coderun.rigor.record import Recording, record_calls
@@ -29,7 +30,7 @@ from coderun.runner.splice import blank_body
 from coderun.tasks import inputs as plan
 from coderun.tasks import store
 from coderun.tasks.discovery import Candidate
-from coderun.tasks.parallel import Meter, err, parallel
+from coderun.tasks.parallel import Tally, parallel
 from coderun.tasks.sandbox_runs import sandbox_tests
 
 # (nodeids, payload, budget, configuration, the task's file with another body or None: the original)
@@ -119,7 +120,7 @@ def _why_none(summary: RigorSummary) -> str:
 
 
 def project_inputs(tasks: list[Task], recorded: dict[str, Recording], observe: Observe, jobs: int,
-                   say: Callable[[str], None], progress: bool, project: str, tree: Path
+                   on_event: Listener, project: str, tree: Path
                    ) -> tuple[list[Task], list[TaskInputs]]:
     """Every benchmark task's inputs, `jobs` tasks at a time, and which of the trivial bodies that pass its
     tests pass+ lets through (`tree`: the pristine project): the tasks with their summaries and
@@ -133,22 +134,21 @@ def project_inputs(tasks: list[Task], recorded: dict[str, Recording], observe: O
         original = (tree / t.file).read_text(encoding="utf-8") if t.trivial_passes and inputs else ""
         return inputs, summary, trivial_through(t, inputs, recorded.get(t.task_id), observe, original)
 
-    with Meter(f"{project} pass+", len(todo), Counter(), progress) as meter:
-        for task, (inputs, summary, through) in parallel(one, todo, jobs, say):
-            updates[task.task_id] = {"rigor": summary, "trivial_plus_passes": through}
-            if inputs is not None:
-                found.append(inputs)
-            meter.advance("inputs" if inputs is not None else "none")
+    tally = Tally(f"{project} pass+", len(todo), Counter(), on_event)
+    for task, (inputs, summary, through) in parallel(one, todo, jobs, on_event=on_event):
+        updates[task.task_id] = {"rigor": summary, "trivial_plus_passes": through}
+        if inputs is not None:
+            found.append(inputs)
+        tally.advance("inputs" if inputs is not None else "none")
     updated = [t.model_copy(update=updates[t.task_id]) if t.task_id in updates else t for t in tasks]
     return updated, found
 
 
-def build_rigor(manifest: Manifest, settings: Settings, backend: str = "local", progress: bool = True,
-                jobs: int = 1) -> dict[str, RigorSummary]:
+def build_rigor(manifest: Manifest, settings: Settings, backend: str = "local", jobs: int = 1, *,
+                on_event: Listener = silent) -> dict[str, RigorSummary]:
     """The pass+ inputs of a project's stored tasks, derived again (after a coderun upgrade, or for a store
     built before pass+) without rebuilding the tasks; returns each benchmark task's summary."""
     jobs = max(1, jobs)
-    say = err.print if progress else (lambda *a, **k: None)
     env = find_local_env(manifest, settings)
     tasks = store.query(settings, project=manifest.name)
     if env is None or not tasks:
@@ -161,11 +161,12 @@ def build_rigor(manifest: Manifest, settings: Settings, backend: str = "local", 
     logs = settings.runs / "tasks" / manifest.name
     logs.mkdir(parents=True, exist_ok=True)
     benchmark = [t for t in tasks if t.status in (TaskStatus.VERIFIED, TaskStatus.WEAK) and t.tests]
-    recorded = record(manifest, env, {t.task_id: (plan.target(t), t.tests) for t in benchmark}, logs, say)
+    recorded = record(manifest, env, {t.task_id: (plan.target(t), t.tests) for t in benchmark}, logs,
+                      lambda text: on_event(Note(manifest.name, text)))
     durations = {n: d for t in tasks for n, d in t.test_durations.items()}
     notes: list[str] = []
     with sandbox_tests(manifest, settings, backend, env, logs, durations, jobs, notes) as runner:
-        tasks, inputs = project_inputs(tasks, recorded, runner.observe, jobs, say, progress, manifest.name,
+        tasks, inputs = project_inputs(tasks, recorded, runner.observe, jobs, on_event, manifest.name,
                                        env.checkout.path)
     store.save_rigor(settings, manifest.name, tasks, inputs)
     return {t.task_id: t.rigor for t in tasks if t.rigor is not None}
@@ -177,7 +178,7 @@ def record(manifest: Manifest, env: LocalEnv, targets: dict[str, tuple[dict, lis
     (rigor/record); only the calls that gave the same results both times are kept."""
     if not targets:
         return {}
-    say(f"[bold]{manifest.name}[/]: recording the calls of {len(targets)} functions (two runs of their tests)")
+    say(f"recording the calls of {len(targets)} functions (two runs of their tests)")
     return record_calls(manifest, env.python, env.checkout.path, targets, log=logs / "recording.log")
 
 
