@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from pathlib import Path
@@ -10,7 +11,7 @@ import typer
 
 from coderun.cli._common import ProjectsDirOption, project_selection
 from coderun.sandbox.project import default_backend
-from coderun.serve.app import Limits
+from coderun.serve.app import Limits, openapi_schema
 from coderun.serve.engine import ServeConfig
 from coderun.serve.server import DEFAULT_PORT, serve
 
@@ -37,8 +38,12 @@ def serve_command(
     state: Path = typer.Option(None, "--state", help="Folder of the verdict store and logs (default: "
                                "$CODERUN_HOME/serve); a restart on the same folder finishes what was accepted."),
     projects_dir: list[Path] = ProjectsDirOption,
+    openapi: bool = typer.Option(False, "--openapi", help="Print the API's OpenAPI schema (JSON) and exit."),
 ) -> None:
     """Serve verdicts over HTTP (docs/serve.md): GET /v1/tasks, POST /v1/verdicts, GET /metrics."""
+    if openapi:
+        typer.echo(json.dumps(openapi_schema(), indent=2))
+        return
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     s, names = project_selection(projects, projects_dir)
     config = ServeConfig(projects=tuple(names), backend=backend or default_backend(), slots=slots,

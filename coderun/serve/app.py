@@ -62,7 +62,7 @@ def create_app(engine: Engine, *, token: str | None = None, limits: Limits = Lim
                               "gives them, from a process that stays up.",
                   responses={400: {"model": Problem}, 401: {"model": Problem}, 413: {"model": Problem},
                              422: {"model": Problem}, 429: {"model": Problem}})
-    app.add_middleware(Guard, token=token, max_body=limits.max_body, on_refuse=engine.metrics.refused)
+    app.add_middleware(Guard, token=token, max_body=limits.max_body, on_refuse=lambda status: engine.metrics.refused(status))
     flight = InFlight(limits.per_client)
     _errors(app, engine)
 
@@ -122,6 +122,11 @@ def create_app(engine: Engine, *, token: str | None = None, limits: Limits = Lim
         return verdict_out(row, False)
 
     return app
+
+
+def openapi_schema() -> dict[str, Any]:
+    """The API's OpenAPI schema (docs/serve-openapi.json is this, committed): the routes only, no engine."""
+    return create_app(None).openapi()  # type: ignore[arg-type]  # the routes use it only when called
 
 
 def verdict_out(row: Row, cached: bool) -> VerdictOut:
