@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 import socket
 import sqlite3
@@ -25,14 +26,13 @@ import pytest
 from typer.testing import CliRunner
 
 from coderun.cli.main import app
-from coderun.config import load_settings
 from coderun.evaluation.store import RunStore
-from coderun.manifests.schema import find_manifest
 from coderun.serve.app import openapi_schema
 from coderun.serve.client import AsyncVerdictClient, VerdictClient, compute_score, trl_reward
+from tests.helpers import codegen_samples
+from tests.hostile_corpus import corpus, run_eval, user_manifests, verdicts_by_code, write_samples
 
 REPO = Path(__file__).resolve().parents[1]
-CODEGEN = REPO.parent / "shared" / "codereval" / "results-CodeGen-raw.jsonl"
 PROJECT = "cachetools"
 TYPEDKEY = "cachetools/cachetools/keys.py::typedkey"
 TYPEDKEY_OK = '''def typedkey(*args, **kwargs):
@@ -73,8 +73,9 @@ def free_port() -> int:
 class Server:
     """`coderun serve` in its own process group; `url` is always on 127.0.0.1, whatever it binds."""
 
-    def __init__(self, state: Path, *args: str, host: str = "127.0.0.1", token: str | None = None):
-        self.state, self.args, self.host, self.token = state, args, host, token
+    def __init__(self, state: Path, *args: str, host: str = "127.0.0.1", token: str | None = None,
+                 env: dict[str, str] | None = None):
+        self.state, self.args, self.host, self.token, self.env = state, args, host, token, env or {}
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
@@ -83,7 +84,7 @@ class Server:
     def start(self) -> Server:
         cmd = [sys.executable, "-m", "coderun", "serve", PROJECT, "--backend", "local", "-j", "2",
                "--host", self.host, "--port", str(self.port), "--state", str(self.state), *self.args]
-        env = {**os.environ, "CODERUN_SERVE_TOKEN": self.token or ""}
+        env = {**os.environ, "CODERUN_SERVE_TOKEN": self.token or "", **self.env}
         with self.log.open("a") as out:
             self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env,
                                          start_new_session=True)
@@ -122,16 +123,8 @@ def server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def samples(tmp_path_factory) -> Path:
-    """CoderEval's CodeGen records of cachetools' tasks, in CoderEval's own format (coderun maps the ids)."""
-    if not CODEGEN.is_file():
-        pytest.skip(f"CoderEval's CodeGen samples are not at {CODEGEN}")
-    manifest = find_manifest(PROJECT, load_settings())
-    aliases = {a for t in manifest.tasks.targets for a in t.aliases}
-    rows = [line for line in CODEGEN.read_text().splitlines() if json.loads(line)["_id"] in aliases]
-    assert len(rows) >= 10, f"only {len(rows)} CodeGen records for {PROJECT}"
-    path = tmp_path_factory.mktemp("codegen") / "codegen-cachetools.jsonl"
-    path.write_text("\n".join(rows) + "\n")
-    return path
+    """CoderEval's CodeGen records of cachetools' tasks (tests/helpers.py)."""
+    return codegen_samples(tmp_path_factory.mktemp("codegen"), PROJECT)
 
 
 @pytest.fixture(scope="module")
@@ -323,3 +316,34 @@ def test_server_killed_mid_load_answers_every_accepted_request_once_after_restar
 def _finished(db: Path) -> dict[str, str]:
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
         return dict(con.execute("SELECT id, finished_at FROM verdicts WHERE state = 'done'").fetchall())
+
+
+@pytest.mark.slow
+def test_the_docs_loop_runs_against_a_server(server, capsys):
+    """docs/serve.md's complete loop, as written, against a real server (its URL put in)."""
+    page = (REPO / "docs" / "serve.md").read_text()
+    (loop,) = [b for b in re.findall(r"^```python\n(.*?)^```$", page, re.M | re.S) if "trl_reward(" in b]
+    code = loop.replace("http://127.0.0.1:8431", server.url)
+    exec(compile(code, "docs/serve.md", "exec"), {})
+    steps = capsys.readouterr().out.split("\n")[:3]
+    assert [s.split()[0] for s in steps] == ["0", "1", "2"] and all(float(s.split()[1]) == 0.0 for s in steps)
+
+
+@pytest.mark.slow
+def test_hostile_corpus_gets_evals_verdicts_through_the_service(tmp_path):
+    """Every sample of the hostile corpus (tests/hostile), mixed with benign ones, gets through the service the
+    verdict and failure class `coderun eval` gives it (local backend, the corpus's tightened time limits)."""
+    projects = user_manifests(tmp_path / "projects")
+    labels = write_samples(tmp_path / "hostile.jsonl", corpus())
+    done = run_eval(tmp_path / "hostile.jsonl", tmp_path / "run", "local", projects, executor="workers")
+    assert done.returncode == 0, done.stderr[-3000:]
+    reference = verdicts_by_code(tmp_path / "run")
+    rows = [json.loads(line) for line in (tmp_path / "hostile.jsonl").read_text().splitlines()]
+    s = Server(tmp_path / "state", env={"CODERUN_PROJECTS": str(projects)}).start()
+    try:
+        got = asyncio.run(_ask_all(s.url, [(r["task_id"], r["solution"], "base") for r in rows], concurrency=4))
+    finally:
+        s.stop()
+    differ = {labels[r["solution"]]: (reference[r["solution"]], (v.verdict.value, v.failure))
+              for r, v in zip(rows, got, strict=True) if (v.verdict.value, v.failure) != reference[r["solution"]]}
+    assert not differ, f"{len(differ)} of {len(rows)} differ from eval's (eval, service): {differ}"
