@@ -64,6 +64,7 @@ def create_app(engine: Engine, *, token: str | None = None, limits: Limits = Lim
                              422: {"model": Problem}, 429: {"model": Problem}})
     app.add_middleware(Guard, token=token, max_body=limits.max_body, on_refuse=lambda status: engine.metrics.refused(status))
     flight = InFlight(limits.per_client)
+    listed: dict[tuple, list[TaskOut]] = {}   # the prompts of a selection, made once
     _errors(app, engine)
 
     @app.get("/healthz", response_model=Health)
@@ -82,8 +83,12 @@ def create_app(engine: Engine, *, token: str | None = None, limits: Limits = Lim
               context: str = Query("none", description="The prompt's context variant (coderun prompts "
                                    "--context): none, oracle, class, file, all, or several joined by +."),
               docstring: str = Query("original", description="original or human.")) -> TasksOut:
-        return TasksOut(context=context, docstring=docstring,
-                        tasks=task_list(engine, project, level, verified_only, context, docstring))
+        key = (project, level, verified_only, context, docstring)
+        if key not in listed:
+            if len(listed) >= 64:   # bounded: any query string makes a key
+                listed.clear()
+            listed[key] = task_list(engine, project, level, verified_only, context, docstring)
+        return TasksOut(context=context, docstring=docstring, tasks=listed[key])
 
     @app.post("/v1/verdicts", response_model=VerdictOut, responses={202: {"model": VerdictOut}})
     async def verdict(body: VerdictRequest, request: Request,

@@ -105,6 +105,7 @@ class Engine:
         self._pools: OrderedDict[str, WorkerPool] = OrderedDict()
         self._using: dict[str, int] = {}
         self._jobs: dict[tuple[str, str], _Job] = {}
+        self._closing = False
         self._lock = threading.Lock()
         self._project_lock = threading.Lock()
         self._threads = ThreadPoolExecutor(config.slots, thread_name_prefix="coderun-serve")
@@ -138,6 +139,7 @@ class Engine:
         self._resume()
 
     def close(self) -> None:
+        self._closing = True
         self._threads.shutdown(wait=False, cancel_futures=True)
         with self._lock:
             pools, self._pools = list(self._pools.values()), OrderedDict()
@@ -241,12 +243,14 @@ class Engine:
         started = time.monotonic()
         try:
             judgement = self._judge(job, started)
-        except BaseException as e:  # a bug or a broken project: the requests get an infra verdict, not a hang
+        except Exception as e:  # a bug or a broken project: the requests get an infra verdict, not a hang
             log.exception("judging %s failed", job.task.task_id)
             reason = f"the service could not judge it: {e}"
             judgement = Judgement(outcome=PlusOutcome(base=VerdictKind.INFRA, base_reason=reason,
                                                       plus=VerdictKind.INFRA, plus_reason=reason),
                                   durations=Durations(queued=round(started - job.accepted, 3)))
+        if self._closing:  # its sandbox was closed under it: left pending, judged again after a restart
+            return
         text = judgement.model_dump_json()
         with self._lock:
             self._jobs.pop((job.task.task_id, code_hash(job.code)), None)
