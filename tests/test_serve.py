@@ -20,15 +20,18 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 import pytest
 from typer.testing import CliRunner
 
 from coderun.cli.main import app
+from coderun.config import load_settings
 from coderun.evaluation.store import RunStore
-from coderun.serve.app import openapi_schema
+from coderun.serve.app import InFlight, openapi_schema
 from coderun.serve.client import AsyncVerdictClient, VerdictClient, compute_score, trl_reward
+from coderun.serve.engine import Busy, Engine, Rejected, ServeConfig
 from tests.helpers import codegen_samples
 from tests.hostile_corpus import corpus, run_eval, user_manifests, verdicts_by_code, write_samples
 
@@ -59,6 +62,34 @@ def test_binding_off_loopback_without_a_token_is_refused():
     result = CliRunner().invoke(app, ["serve", "--host", "0.0.0.0", "--port", "1"], env={"CODERUN_SERVE_TOKEN": ""})
     assert result.exit_code == 2, result.output
     assert "needs a token" in result.output and "--token" in result.output
+
+
+def test_warm_pools_stay_within_the_budget_least_recently_used_idle_one_closed(tmp_path):
+    """Past --warm projects, the least recently used pool that no judging holds is closed; a held one never."""
+    engine = Engine(load_settings(), ServeConfig(state=tmp_path, warm=2))
+    try:
+        engine._projects.update({n: SimpleNamespace(spec=None) for n in "abcd"})
+        engine._lend("a")                               # held by a judging throughout
+        for name in ("b", "c"):
+            engine._lend(name)
+            engine._give_back(name)
+        assert engine.warm_projects() == ["a", "c"] and engine.metrics.retired == 1
+        engine._lend("d")                               # c idle: closed; a held: kept (over budget while held)
+        assert engine.warm_projects() == ["a", "d"] and engine.metrics.retired == 2
+    finally:
+        engine.close()
+
+
+def test_one_client_past_its_in_flight_limit_is_told_to_wait_or_split():
+    flight = InFlight(3)
+    with flight.hold("token-a", 2):
+        with pytest.raises(Busy), flight.hold("token-a", 2):
+            pass
+        with flight.hold("token-b", 3):     # another client has its own allowance
+            pass
+    with pytest.raises(Rejected, match="split it"), flight.hold("token-a", 4):
+        pass
+    assert flight.now["token-a"] == 0
 
 
 # ------------------------------------------------------------------------------- a real server
