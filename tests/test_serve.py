@@ -363,9 +363,12 @@ def test_the_docs_loop_runs_against_a_server(server, capsys):
 @pytest.mark.slow
 def test_hostile_corpus_gets_evals_verdicts_through_the_service(tmp_path):
     """Every sample of the hostile corpus (tests/hostile), mixed with benign ones, gets through the service the
-    verdict and failure class `coderun eval` gives it (local backend, the corpus's tightened time limits)."""
+    verdict and failure class `coderun eval` gives it (local backend, the corpus's tightened time limits). One
+    leeway: a sample that expects only `fail` may reach its time limit on one run and not on the other
+    (06_stdout_flood writes 1 GiB against the limit: timeout or runtime, by the machine's load)."""
     projects = user_manifests(tmp_path / "projects")
-    labels = write_samples(tmp_path / "hostile.jsonl", corpus())
+    hostile = corpus()
+    labels = write_samples(tmp_path / "hostile.jsonl", hostile)
     done = run_eval(tmp_path / "hostile.jsonl", tmp_path / "run", "local", projects, executor="workers")
     assert done.returncode == 0, done.stderr[-3000:]
     reference = verdicts_by_code(tmp_path / "run")
@@ -375,6 +378,11 @@ def test_hostile_corpus_gets_evals_verdicts_through_the_service(tmp_path):
         got = asyncio.run(_ask_all(s.url, [(r["task_id"], r["solution"], "base") for r in rows], concurrency=4))
     finally:
         s.stop()
-    differ = {labels[r["solution"]]: (reference[r["solution"]], (v.verdict.value, v.failure))
-              for r, v in zip(rows, got, strict=True) if (v.verdict.value, v.failure) != reference[r["solution"]]}
+    any_class = {h.code for h in hostile if h.expect == "fail"}
+    differ = {}
+    for r, v in zip(rows, got, strict=True):
+        want, have = reference[r["solution"]], (v.verdict.value, v.failure)
+        timing = have[0] == want[0] and any((c or "").startswith("timeout") for c in (have[1], want[1]))
+        if have != want and not (r["solution"] in any_class and timing):
+            differ[labels[r["solution"]]] = (want, have)
     assert not differ, f"{len(differ)} of {len(rows)} differ from eval's (eval, service): {differ}"
