@@ -62,10 +62,17 @@ def create_app(engine: Engine, *, token: str | None = None, limits: Limits = Lim
                               "gives them, from a process that stays up.",
                   responses={400: {"model": Problem}, 401: {"model": Problem}, 413: {"model": Problem},
                              422: {"model": Problem}, 429: {"model": Problem}})
-    app.add_middleware(Guard, token=token, max_body=limits.max_body, on_refuse=lambda status: engine.metrics.refused(status))
-    flight = InFlight(limits.per_client)
-    listed: dict[tuple, list[TaskOut]] = {}   # the prompts of a selection, made once
+    app.add_middleware(Guard, token=token, max_body=limits.max_body,
+                       on_refuse=lambda status: engine.metrics.refused(status))
     _errors(app, engine)
+    _state_routes(app, engine)
+    _verdict_routes(app, engine, InFlight(limits.per_client))
+    return app
+
+
+def _state_routes(app: FastAPI, engine: Engine) -> None:
+    """What the server is and holds: /healthz, /metrics, /v1/tasks."""
+    listed: dict[tuple, list[TaskOut]] = {}   # the prompts of a selection, made once
 
     @app.get("/healthz", response_model=Health)
     def healthz() -> Health:
@@ -89,6 +96,10 @@ def create_app(engine: Engine, *, token: str | None = None, limits: Limits = Lim
                 listed.clear()
             listed[key] = task_list(engine, project, level, verified_only, context, docstring)
         return TasksOut(context=context, docstring=docstring, tasks=listed[key])
+
+
+def _verdict_routes(app: FastAPI, engine: Engine, flight: InFlight) -> None:
+    """Asking for verdicts, one or a batch, and asking again."""
 
     @app.post("/v1/verdicts", response_model=VerdictOut, responses={202: {"model": VerdictOut}})
     async def verdict(body: VerdictRequest, request: Request,
@@ -125,8 +136,6 @@ def create_app(engine: Engine, *, token: str | None = None, limits: Limits = Lim
         if row is None:
             raise Rejected(f"no verdict with id {vid!r}: an id is what POST /v1/verdicts answered", 404)
         return verdict_out(row, False)
-
-    return app
 
 
 def openapi_schema() -> dict[str, Any]:
