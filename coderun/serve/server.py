@@ -40,6 +40,7 @@ def serve(settings: Settings, config: ServeConfig, *, host: str = "127.0.0.1", p
           token: str | None = None, limits: Limits = Limits()) -> None:
     import uvicorn
 
+    token = token or None   # an empty CODERUN_SERVE_TOKEN is no token
     check_binding(host, token)
     engine = Engine(settings, config)
     try:
