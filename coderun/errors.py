@@ -13,7 +13,8 @@
     │   ├── SandboxUnavailable    the requested backend cannot be used here (no engine, no image)
     │   └── ServiceError          a server the tests need (tests.services) is missing or did not start
     ├── StoreError                the run store is unreadable or unwritable (exit 7)
-    └── GenerationError           the model server could not be used (exit 8)
+    ├── GenerationError           the model server could not be used (exit 8)
+    └── ServeError                the verdict service refused a request or could not be reached (exit 9)
 
 Errors from docker, git, tree-sitter and jedi are converted to these where they enter coderun;
 the CLI prints `message` (and `hint`, when given) and exits with `exit_code`.
@@ -101,3 +102,11 @@ class StoreError(CoderunError):
 
 class GenerationError(CoderunError):
     exit_code = 8
+
+
+class ServeError(CoderunError):
+    exit_code = 9
+
+    def __init__(self, message: str, *, hint: str | None = None, status: int | None = None):
+        super().__init__(message, hint=hint)
+        self.status = status        # the HTTP status the service answered (None: no answer)

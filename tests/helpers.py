@@ -2,11 +2,35 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
 # CoderEval's released files, beside the repository (../shared/codereval) as on CI and developers' machines.
 CODEREVAL_DATA = Path(__file__).resolve().parents[2] / "shared" / "codereval"
+
+# CoderEval's released CodeGen samples (tests/test_cluster.py and tests/test_serve.py run cachetools' ones).
+CODEGEN = CODEREVAL_DATA / "results-CodeGen-raw.jsonl"
+
+
+def codegen_samples(folder: Path, project: str) -> Path:
+    """CoderEval's CodeGen records of `project`'s tasks, in CoderEval's own format (coderun maps the ids),
+    written to a file in `folder`; a pytest skip when the released file is missing."""
+    import pytest
+
+    from coderun.config import load_settings
+    from coderun.manifests.schema import find_manifest
+
+    if not CODEGEN.is_file():
+        pytest.skip(f"CoderEval's CodeGen samples are not at {CODEGEN}")
+    manifest = find_manifest(project, load_settings())
+    aliases = {a for t in manifest.tasks.targets for a in t.aliases}
+    rows = [line for line in CODEGEN.read_text().splitlines() if json.loads(line)["_id"] in aliases]
+    assert len(rows) >= 10, f"only {len(rows)} CodeGen records for {project}"
+    path = folder / f"codegen-{project}.jsonl"
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
 
 # A documented function of a small hand-made project, as several end-to-end tests use it.
 DOC = '"""Return the {what} of the values, computed step by step for the caller."""'

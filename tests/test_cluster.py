@@ -21,12 +21,9 @@ from pathlib import Path
 import pytest
 from ray_namespace import run_isolated, skip_reason
 
-from coderun.config import load_settings
 from coderun.evaluation.store import RunStore
-from coderun.manifests.schema import find_manifest
+from tests.helpers import codegen_samples
 
-REPO = Path(__file__).resolve().parents[1]
-CODEGEN = REPO.parent / "shared" / "codereval" / "results-CodeGen-raw.jsonl"
 DRIVER = Path(__file__).parent / "ray_cluster_driver.py"
 PROJECT = "cachetools"
 TIMEOUT = 240   # a run here takes about 40 s; a hang ends as a failure, not a stuck suite
@@ -43,16 +40,8 @@ def _namespace_and_ray():
 
 @pytest.fixture(scope="module")
 def samples(tmp_path_factory) -> Path:
-    """CoderEval's CodeGen records of cachetools' tasks, in CoderEval's own format (coderun maps the ids)."""
-    if not CODEGEN.is_file():
-        pytest.skip(f"CoderEval's CodeGen samples are not at {CODEGEN}")
-    manifest = find_manifest(PROJECT, load_settings())
-    aliases = {a for t in manifest.tasks.targets for a in t.aliases}
-    rows = [line for line in CODEGEN.read_text().splitlines() if json.loads(line)["_id"] in aliases]
-    assert len(rows) >= 10, f"only {len(rows)} CodeGen records for {PROJECT}"
-    path = tmp_path_factory.mktemp("cluster") / "codegen-cachetools.jsonl"
-    path.write_text("\n".join(rows) + "\n")
-    return path
+    """CoderEval's CodeGen records of cachetools' tasks (tests/helpers.py)."""
+    return codegen_samples(tmp_path_factory.mktemp("cluster"), PROJECT)
 
 
 def eval_args(samples: Path, backend: str) -> list[str]:

@@ -16,6 +16,7 @@ from coderun.cli.importer import app as import_app
 from coderun.cli.prompts import prompts
 from coderun.cli.rank import rank_command
 from coderun.cli.report import report
+from coderun.cli.serve import serve_command
 from coderun.cli.tasks import app as tasks_app
 
 app = typer.Typer(
@@ -46,6 +47,7 @@ app.command("report")(report)
 app.command("analyze")(analyze.analyze)
 app.command("ablate")(ablate)
 app.command("rank")(rank_command)
+app.command("serve")(serve_command)
 app.add_typer(import_app, name="import")
 
 
