@@ -73,6 +73,8 @@ class SampleRun:
                                       # the tests when they all pass (harness/coderun_differential)
     files: tuple[tuple[str, str], ...] = ()  # other files written into the copy (path, text): the tests
                                              # `coderun rank --tests model` generated
+    sample: bool = True               # False: `new_source` is the project's own text (a run of the original):
+                                      # the file is project code to the test-code checks, not a sample's
 
 
 def sample_command(python: str, run: SampleRun) -> list[str]:
@@ -88,7 +90,7 @@ def sample_command(python: str, run: SampleRun) -> list[str]:
     keep = [arg for n in run.nodeids for arg in ("--coderun-keep", n)]
     return [python, "-m", "pytest", "-p", REPORTER_MODULE, "-o", "addopts=", "-q", "--tb=short",
             "-p", "no:cacheprovider", "-p", "no:xdist", "--rootdir=.", *run.pytest_args, *keep,
-            "--coderun-sample", run.relfile, *files]
+            *(["--coderun-sample", run.relfile] if run.sample else []), *files]
 
 
 def install_reporter(sandbox: Sandbox) -> str:

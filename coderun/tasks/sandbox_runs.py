@@ -84,7 +84,8 @@ def sandbox_tests(manifest: Manifest, settings: Settings, backend: str, env: Loc
         ev = project.run(pool, relfile=relfile, new_source=new_source, nodeids=nodeids,
                          limits=(per_test, total + extra_time), log_path=log, configuration=configuration,
                          pytest_args=["-x"] if first_failure else [], differential=differential,
-                         template=False)  # no two runs alike: a template would not pay off
+                         template=False,  # no two runs alike: a template would not pay off
+                         sample=not original)  # a test file written back is not a sample's file
         if ev.infra_error:
             raise SandboxError(f"{manifest.name}: the sandbox failed while verifying tasks: {ev.infra_error}",
                                hint=f"see {log}; the decisions made so far are kept, run the build again")
