@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from sandbox_fixtures import test_image, tiny_project, tiny_venv  # noqa: F401  (one definition for every module)
 
 # pytest-xdist's workers get COLUMNS from the controller; rich would fix the CLI consoles' width to it when
 # coderun.cli is imported, and the tests that pass COLUMNS to one command would no longer get it.

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from sandbox_fixtures import NODEIDS, quiet, spec_for, tiny_project, tiny_venv  # noqa: F401
+from sandbox_fixtures import NODEIDS, quiet, spec_for
 
 from coderun.records import FindingKind, VerdictKind
 from coderun.runner.corroborate import corroborate, summary_counts, summary_lines

@@ -4,7 +4,7 @@ early exits, forged output, conftest files and patched reporting never pass."""
 from __future__ import annotations
 
 import pytest
-from sandbox_fixtures import LIMITS, NODEIDS, quiet, test_image, tiny_project, tiny_venv  # noqa: F401
+from sandbox_fixtures import LIMITS, NODEIDS, quiet
 from sandbox_fixtures import sandbox as sandbox  # noqa: F401  (the parametrized fixture)
 
 from coderun.records import Finding, FindingKind, VerdictKind

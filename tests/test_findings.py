@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from sandbox_fixtures import NODEIDS, quiet, spec_for, tiny_project, tiny_venv  # noqa: F401
+from sandbox_fixtures import NODEIDS, quiet, spec_for
 from typer.testing import CliRunner
 
 from coderun.cli.main import app

@@ -6,7 +6,7 @@ phase that raised cannot be reported as passed, whichever class makes the report
 from __future__ import annotations
 
 import pytest
-from sandbox_fixtures import LIMITS, NODEIDS, quiet, spec_for, tiny_project, tiny_venv, write_project  # noqa: F401
+from sandbox_fixtures import LIMITS, NODEIDS, quiet, spec_for, write_project
 
 from coderun.records import Evidence, FindingKind, VerdictKind
 from coderun.runner.evidence import SampleRun

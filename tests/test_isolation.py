@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from sandbox_fixtures import BACKENDS, NODEIDS, quiet, spec_for, test_image, tiny_project, tiny_venv  # noqa: F401
+from sandbox_fixtures import BACKENDS, NODEIDS, quiet, spec_for
 
 from coderun.records import VerdictKind
 from coderun.runner.evidence import SampleRun

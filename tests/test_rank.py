@@ -7,7 +7,6 @@ import json
 import shutil
 
 import pytest
-from sandbox_fixtures import LIMITS, test_image, tiny_project, tiny_venv  # noqa: F401
 from sandbox_fixtures import sandbox as sandbox  # noqa: F401  (the parametrized fixture)
 from typer.testing import CliRunner
 

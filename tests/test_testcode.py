@@ -7,7 +7,7 @@ and by rebinding a name in a test module's globals. Each fails as tampering with
 from __future__ import annotations
 
 import pytest
-from sandbox_fixtures import LIMITS, NODEIDS, quiet, spec_for, tiny_project, tiny_venv, write_project  # noqa: F401
+from sandbox_fixtures import LIMITS, NODEIDS, quiet, spec_for, write_project
 
 from coderun.records import Evidence, FindingKind, VerdictKind
 from coderun.runner.evidence import SampleRun

@@ -4,7 +4,7 @@ hostile samples alike; a sample that kills its worker is run again on the naive 
 from __future__ import annotations
 
 import pytest
-from sandbox_fixtures import BACKENDS, NODEIDS, spec_for, test_image, tiny_project, tiny_venv  # noqa: F401
+from sandbox_fixtures import BACKENDS, NODEIDS, spec_for
 
 from coderun.records import VerdictKind
 from coderun.runner.evidence import SampleRun
