@@ -19,6 +19,8 @@ from coderun.runner.executors import WorkerPool
 from coderun.runner.grade import grade
 from coderun.sandbox import create_sandbox
 
+pytestmark = pytest.mark.integration  # a venv, a sandbox or a project's tests in every test
+
 IDS = ["t.py::a", "t.py::b"]
 
 

@@ -248,14 +248,17 @@ def test_resumed_run_keeps_its_versions_and_notes_a_changed_env(project, tmp_pat
     assert (run / "environment.txt").read_text() == text
 
 
-def test_eval_needs_exactly_one_input(project):
+def test_eval_needs_exactly_one_input(tmp_path, monkeypatch):
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))   # an empty home: usage is checked first
     res = CliRunner().invoke(app, ["eval", "--backend", "local", "--ground-truth", "--blank"])
     assert res.exit_code == 2 and "exactly one of" in res.output
 
 
 @pytest.mark.parametrize(("option", "value", "choices"), [("--backend", "podman", "use local or docker"),
                                                        ("--executor", "threads", "use workers or naive")])
-def test_a_bad_backend_or_executor_is_a_usage_error_naming_the_choices(project, option, value, choices):
+def test_a_bad_backend_or_executor_is_a_usage_error_naming_the_choices(tmp_path, monkeypatch, option, value,
+                                                                      choices):
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
     res = CliRunner().invoke(app, ["eval", "--backend", "local", "--ground-truth", option, value])
     assert res.exit_code == 2 and f"unknown {option[2:]} {value!r}" in res.output and choices in res.output
 

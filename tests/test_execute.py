@@ -13,6 +13,8 @@ from coderun.runner.execute import run_sample
 from coderun.runner.grade import grade
 from coderun.sandbox import SandboxSpec, create_sandbox
 
+pytestmark = pytest.mark.integration  # a venv, a sandbox or a project's tests in every test
+
 GOOD = "def add(a, b):\n    return a + b\n"
 
 

@@ -26,6 +26,8 @@ from coderun.runner.grade import grade
 from coderun.sandbox import create_sandbox
 from coderun.sandbox.base import ExecResult
 
+pytestmark = pytest.mark.integration  # a venv, a sandbox or a project's tests in every test
+
 GOOD = "def add(a, b):\n    return a + b\n"
 _ROOT = "import os\nROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))\n"
 # Registers a plugin with every pytest plugin manager alive (the running session's is among them).

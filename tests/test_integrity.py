@@ -15,6 +15,8 @@ from coderun.runner.executors import WorkerPool
 from coderun.runner.grade import grade
 from coderun.sandbox import SandboxSpec, create_sandbox
 
+pytestmark = pytest.mark.integration  # a venv, a sandbox or a project's tests in every test
+
 GOOD = "def add(a, b):\n    return a + b\n"
 
 # (what it changes, the kind it must raise, the sample); every one of them keeps the tests passing.

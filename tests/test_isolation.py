@@ -22,6 +22,8 @@ from coderun.runner.executors import WorkerPool
 from coderun.runner.grade import grade
 from coderun.sandbox import create_sandbox, isolation
 
+pytestmark = pytest.mark.integration  # a venv, a sandbox or a project's tests in every test
+
 NETWORK = """\
 import json, socket
 def column(path, index, skip):

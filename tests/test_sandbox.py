@@ -15,6 +15,8 @@ from sandbox_fixtures import sandbox as sandbox  # noqa: F401  (the parametrized
 from coderun.errors import SandboxError, UsageError
 from coderun.sandbox import Limits, backend_names, create_sandbox, sandbox_class
 
+pytestmark = pytest.mark.integration  # a venv, a sandbox or a project's tests in every test
+
 # Lists the command lines of every live process whose command line contains argv[1] (the local
 # sandbox sees the host's processes, the docker one its container's).
 FIND = ("import os, sys\n"

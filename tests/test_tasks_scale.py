@@ -209,6 +209,7 @@ def _fake_task(project: str, name: str) -> Task:
                 status=TaskStatus.VERIFIED)
 
 
+@pytest.mark.integration
 def test_eval_skips_tasks_of_a_project_whose_manifest_is_gone(tmp_path, monkeypatch):
     """`eval --samples` failed with "no project named 'x'" for stored tasks no sample was about."""
     monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
@@ -229,6 +230,7 @@ def test_eval_skips_tasks_of_a_project_whose_manifest_is_gone(tmp_path, monkeypa
                   load_tasks(settings, project="gone"))
 
 
+@pytest.mark.integration
 def test_prune_removes_tasks_of_unknown_projects_and_says_so(tmp_path, monkeypatch):
     monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("CODERUN_PROJECTS", raising=False)

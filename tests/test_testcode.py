@@ -16,6 +16,8 @@ from coderun.runner.executors import WorkerPool
 from coderun.runner.grade import grade
 from coderun.sandbox import SandboxSpec, create_sandbox
 
+pytestmark = pytest.mark.integration  # a venv, a sandbox or a project's tests in every test
+
 GOOD = "def add(a, b):\n    return a + b\n"
 _SWAP = ("def _swap():\n"
          "    import sys\n"

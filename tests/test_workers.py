@@ -11,6 +11,8 @@ from coderun.runner.evidence import SampleRun
 from coderun.runner.executors import NaivePool, WorkerPool
 from coderun.runner.grade import grade
 
+pytestmark = pytest.mark.integration  # a venv, a sandbox or a project's tests in every test
+
 GOOD = "def add(a, b):\n    return a + b\n"
 SAMPLES = {
     "correct": GOOD,
