@@ -1,6 +1,10 @@
-"""Fixtures shared by test_sandbox.py and test_execute.py: a tiny project, a venv with pytest for the
-local backend, and an image with the same project and pytest for the docker backend (built offline from
-a coderun base image already on the engine)."""
+"""Fixtures of the sandbox tests (test_sandbox.py, test_execute.py, test_workers.py and others): a tiny
+project, a venv with pytest for the local backend, and an image with the same project and pytest for the docker
+backend (built offline from a coderun base image already on the engine).
+
+The session fixtures (tiny_project, tiny_venv, test_image) are registered once, by conftest.py: a test module
+that imported them would get a definition of its own, and so a venv and an image of its own. The venv and the
+image are built once per session, whichever pytest-xdist worker asks first (tests/shared_home.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from coderun.sandbox import Limits, SandboxSpec, create_sandbox
+from tests.shared_home import built_once
 
 PROJECT_FILES = {
     "pkg/__init__.py": "",
@@ -44,11 +49,12 @@ def tiny_project(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_venv(tmp_path_factory) -> Path:
     """A venv with pytest only (from PyPI, once per session)."""
-    venv = tmp_path_factory.mktemp("venv") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "pytest"], check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return venv / "bin" / "python"
+    def build(folder: Path) -> None:
+        subprocess.run([sys.executable, "-m", "venv", str(folder / "venv")], check=True)
+        subprocess.run([str(folder / "venv" / "bin" / "python"), "-m", "pip", "install", "-q", "pytest"],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    return built_once(tmp_path_factory, "tiny-venv", build) / "venv" / "bin" / "python"
 
 
 @pytest.fixture(scope="session")
@@ -59,9 +65,15 @@ def test_image(tmp_path_factory, tiny_project, docker_engine) -> str:
              if any(t.startswith("coderun/base:") for t in i.tags)]
     if not bases:
         pytest.skip("no coderun base image on the engine (build one: `coderun images build <project>`)")
-    base = bases[0]
+    tag = "coderun-test/sandbox:latest"
+    built_once(tmp_path_factory, "sandbox-image", lambda folder: _build_test_image(client, bases[0], tiny_project,
+                                                                                   folder / "wheels", tag))
+    return tag
+
+
+def _build_test_image(client, base, tiny_project: Path, wheels: Path, tag: str) -> None:
     python = base.labels.get("org.coderun.python", "3")
-    wheels = tmp_path_factory.mktemp("wheels")
+    wheels.mkdir()
     # pytest's dependencies for older Pythons are named too: pip leaves out those whose markers the running
     # interpreter does not meet, even for another --python-version
     subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "--python-version",
@@ -80,10 +92,8 @@ def test_image(tmp_path_factory, tiny_project, docker_engine) -> str:
         tar.add(str(wheels), arcname="wheels")
         tar.add(str(tiny_project), arcname="project")
     buf.seek(0)
-    tag = "coderun-test/sandbox:latest"
     client.images.build(fileobj=buf, custom_context=True, tag=tag, network_mode="none", rm=True,
                         labels={"org.coderun.test": "1", "org.coderun.layer": "test"})
-    return tag
 
 
 def spec_for(backend: str, request, **overrides) -> SandboxSpec:

@@ -133,6 +133,7 @@ def _results(db: Path) -> list[tuple]:
         return c.execute("SELECT task_id, idx, verdict, finished_at FROM results ORDER BY task_id, idx").fetchall()
 
 
+@pytest.mark.integration
 def test_samples_mode_compares_given_files_without_generating(cachetools, tmp_path):
     """--samples VARIANT=FILE: samples produced elsewhere are evaluated and compared, no server needed."""
     tasks, _ = cachetools

@@ -343,6 +343,7 @@ def test_namespace_package_does_not_claim_its_siblings(tmp_path):
     assert fn(result, "ours", "src/zope/iface/api.py").level is Level.PROJECT_RUNNABLE
 
 
+@pytest.mark.integration
 def test_builtins_come_from_the_given_python(tmp_path):
     """`anext` is a builtin from 3.10 on: under 3.9 it is an unresolved name, not a builtin."""
     from coderun.envs.local import find_python

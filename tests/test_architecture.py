@@ -63,6 +63,7 @@ def test_no_function_over_60_lines():
 
 
 
+@pytest.mark.integration
 def test_import_contracts_are_kept():
     """The stages import only earlier ones; the harness files import nothing of coderun (pyproject.toml)."""
     run = lint_imports(ROOT)
@@ -70,6 +71,7 @@ def test_import_contracts_are_kept():
     assert "0 broken" in run.stdout, run.stdout
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(("module", "line", "reported"), [
     # an earlier stage importing a later one
     pytest.param("sandbox/base.py", "from coderun.cli import main", "coderun.sandbox.base -> coderun.cli",

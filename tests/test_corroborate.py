@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from sandbox_fixtures import NODEIDS, quiet, spec_for, tiny_project, tiny_venv  # noqa: F401
+from sandbox_fixtures import NODEIDS, quiet, spec_for
 
 from coderun.records import FindingKind, VerdictKind
 from coderun.runner.corroborate import corroborate, summary_counts, summary_lines
@@ -18,6 +18,8 @@ from coderun.runner.execute import run_sample
 from coderun.runner.executors import WorkerPool
 from coderun.runner.grade import grade
 from coderun.sandbox import create_sandbox
+
+pytestmark = pytest.mark.integration  # a venv, a sandbox or a project's tests in every test
 
 IDS = ["t.py::a", "t.py::b"]
 

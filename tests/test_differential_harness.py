@@ -19,6 +19,8 @@ import pytest
 from coderun.harness import HARNESS_DIR, REPORTER_FILES
 from coderun.runner.evidence import read_records
 
+pytestmark = pytest.mark.integration  # a venv, a sandbox or a project's tests in every test
+
 MODULE = '''\
 import functools
 

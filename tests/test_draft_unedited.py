@@ -249,6 +249,7 @@ def test_a_baseline_that_fails_on_a_missing_module_names_the_distribution(tmp_pa
     assert 'add "python-magic"' in hint and "install.requirements" in hint
 
 
+@pytest.mark.integration
 def test_a_baseline_that_fails_on_an_old_pytest_pin_names_the_pin(tmp_path):
     """An incompatible pytest pin failed the baseline with the same tests.paths hint."""
     log = _pytest_log(tmp_path, {"test_x.py": "def test_x():\n    pass\n"})
@@ -256,6 +257,7 @@ def test_a_baseline_that_fails_on_an_old_pytest_pin_names_the_pin(tmp_path):
     assert "pins pytest==3.0.7" in cause and 'replace "pytest==3.0.7" with "pytest>=4.6"' in hint
 
 
+@pytest.mark.integration
 def test_a_baseline_on_a_python_without_imp_says_to_use_an_older_python(tmp_path):
     """pytest 4 on Python 3.13 fails with No module named 'imp': the hint sent the user to tests.paths."""
     # What `import imp` raises on 3.12 and later, raised here since this interpreter still has imp.

@@ -173,6 +173,7 @@ def test_supplementary_tests_do_not_rebuild_the_environment(tmp_path, monkeypatc
     assert "tests/test_more.py::test_more" in {t.nodeid for t in load_baseline(again).tests}
 
 
+@pytest.mark.integration
 def test_baseline_test_that_hangs_is_stopped_and_left_out(tmp_path, monkeypatch):
     """A network test that hung stalled an environment build for 15 minutes: the baseline had no per-test limit."""
     monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))

@@ -21,6 +21,7 @@ from coderun.evaluation.store import RunStore
 from coderun.manifests.schema import load_manifest
 from coderun.tasks import build_tasks, load_tasks
 from tests.helpers import DOC, MEAN, write_tree
+from tests.shared_home import built_once, home_view
 
 PROJECT = {
     "calc/__init__.py": "",
@@ -61,16 +62,30 @@ SPAN_OK = "```python\ndef span(self):\n    return max(self.values) - min(self.va
 SPAN_SYNTAX = "def span(self):\n    return max(self.values) -\n"
 
 
+def _build_calc(folder: Path) -> None:
+    write_tree(folder / "calc", PROJECT)
+    manifest = folder / "calc.yaml"
+    manifest.write_text("name: calc\nsource: {path: calc}\npython: '3.11'\ntests:\n  paths: [tests]\n")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CODERUN_HOME", str(folder / "home"))
+        build_tasks(load_manifest(manifest), load_settings())
+
+
+def calc_built(tmp_path_factory) -> Path:
+    """PROJECT with its environment and tasks built, once per session (this file and test_terminal.py use
+    it): the folder holds calc/, calc.yaml (the only manifest) and home/, which tests see through home_view."""
+    return built_once(tmp_path_factory, "calc", _build_calc)
+
+
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
+    shared = calc_built(tmp_path_factory)
     tmp = tmp_path_factory.mktemp("evalproj")
-    write_tree(tmp / "calc", PROJECT)
-    manifest = tmp / "calc.yaml"
-    manifest.write_text("name: calc\nsource: {path: calc}\npython: '3.11'\ntests:\n  paths: [tests]\n")
+    home_view(shared / "home", tmp / "home")
+    manifest = shared / "calc.yaml"
     mp = pytest.MonkeyPatch()
     mp.setenv("CODERUN_HOME", str(tmp / "home"))
     settings = load_settings()
-    build_tasks(load_manifest(manifest), settings)
     tasks = {t.name: t for t in load_tasks(settings)}
     assert set(tasks) == {"mean", "span"}
     yield tmp, manifest, tasks
@@ -233,14 +248,17 @@ def test_resumed_run_keeps_its_versions_and_notes_a_changed_env(project, tmp_pat
     assert (run / "environment.txt").read_text() == text
 
 
-def test_eval_needs_exactly_one_input(project):
+def test_eval_needs_exactly_one_input(tmp_path, monkeypatch):
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))   # an empty home: usage is checked first
     res = CliRunner().invoke(app, ["eval", "--backend", "local", "--ground-truth", "--blank"])
     assert res.exit_code == 2 and "exactly one of" in res.output
 
 
 @pytest.mark.parametrize(("option", "value", "choices"), [("--backend", "podman", "use local or docker"),
                                                        ("--executor", "threads", "use workers or naive")])
-def test_a_bad_backend_or_executor_is_a_usage_error_naming_the_choices(project, option, value, choices):
+def test_a_bad_backend_or_executor_is_a_usage_error_naming_the_choices(tmp_path, monkeypatch, option, value,
+                                                                      choices):
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
     res = CliRunner().invoke(app, ["eval", "--backend", "local", "--ground-truth", option, value])
     assert res.exit_code == 2 and f"unknown {option[2:]} {value!r}" in res.output and choices in res.output
 

@@ -4,7 +4,7 @@ early exits, forged output, conftest files and patched reporting never pass."""
 from __future__ import annotations
 
 import pytest
-from sandbox_fixtures import LIMITS, NODEIDS, quiet, test_image, tiny_project, tiny_venv  # noqa: F401
+from sandbox_fixtures import LIMITS, NODEIDS, quiet
 from sandbox_fixtures import sandbox as sandbox  # noqa: F401  (the parametrized fixture)
 
 from coderun.records import Finding, FindingKind, VerdictKind
@@ -12,6 +12,8 @@ from coderun.runner.evidence import SampleRun
 from coderun.runner.execute import run_sample
 from coderun.runner.grade import grade
 from coderun.sandbox import SandboxSpec, create_sandbox
+
+pytestmark = pytest.mark.integration  # a venv, a sandbox or a project's tests in every test
 
 GOOD = "def add(a, b):\n    return a + b\n"
 

@@ -183,6 +183,7 @@ def test_a_task_a_trivial_body_passes_is_left_out_of_the_headline_and_flagged(pr
     assert row["flags"] == relabel.flags()
 
 
+@pytest.mark.integration
 def test_a_task_counts_under_the_rigor_whose_verdict_no_trivial_body_gets(project):
     from coderun.tasks.build import in_benchmark
 

@@ -12,7 +12,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from sandbox_fixtures import NODEIDS, quiet, spec_for, tiny_project, tiny_venv  # noqa: F401
+from sandbox_fixtures import NODEIDS, quiet, spec_for
 from typer.testing import CliRunner
 
 from coderun.cli.main import app
@@ -25,6 +25,8 @@ from coderun.runner.executors import WorkerPool
 from coderun.runner.grade import grade
 from coderun.sandbox import create_sandbox
 from coderun.sandbox.base import ExecResult
+
+pytestmark = pytest.mark.integration  # a venv, a sandbox or a project's tests in every test
 
 GOOD = "def add(a, b):\n    return a + b\n"
 _ROOT = "import os\nROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))\n"

@@ -6,7 +6,7 @@ phase that raised cannot be reported as passed, whichever class makes the report
 from __future__ import annotations
 
 import pytest
-from sandbox_fixtures import LIMITS, NODEIDS, quiet, spec_for, tiny_project, tiny_venv, write_project  # noqa: F401
+from sandbox_fixtures import LIMITS, NODEIDS, quiet, spec_for, write_project
 
 from coderun.records import Evidence, FindingKind, VerdictKind
 from coderun.runner.evidence import SampleRun
@@ -14,6 +14,8 @@ from coderun.runner.execute import run_sample
 from coderun.runner.executors import WorkerPool
 from coderun.runner.grade import grade
 from coderun.sandbox import SandboxSpec, create_sandbox
+
+pytestmark = pytest.mark.integration  # a venv, a sandbox or a project's tests in every test
 
 GOOD = "def add(a, b):\n    return a + b\n"
 

@@ -14,13 +14,15 @@ import uuid
 from pathlib import Path
 
 import pytest
-from sandbox_fixtures import BACKENDS, NODEIDS, quiet, spec_for, test_image, tiny_project, tiny_venv  # noqa: F401
+from sandbox_fixtures import BACKENDS, NODEIDS, quiet, spec_for
 
 from coderun.records import VerdictKind
 from coderun.runner.evidence import SampleRun
 from coderun.runner.executors import WorkerPool
 from coderun.runner.grade import grade
 from coderun.sandbox import create_sandbox, isolation
+
+pytestmark = pytest.mark.integration  # a venv, a sandbox or a project's tests in every test
 
 NETWORK = """\
 import json, socket

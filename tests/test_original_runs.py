@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sandbox_fixtures import quiet, tiny_venv  # noqa: F401
+from sandbox_fixtures import quiet
 
 from coderun.records import FindingKind
 from coderun.runner.evidence import SampleRun
@@ -34,7 +34,7 @@ def inheriting_project(tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize("sample", [False, True])
-def test_a_test_file_written_back_is_project_code(inheriting_project, tiny_venv, sample):  # noqa: F811
+def test_a_test_file_written_back_is_project_code(inheriting_project, tiny_venv, sample):
     spec = SandboxSpec(project="inheriting", project_dir=str(inheriting_project), python=str(tiny_venv))
     with quiet(), create_sandbox("local", spec) as sb:
         ev = run_sample(sb, SampleRun(relfile="tests/v1/test_dehydration.py", new_source=V1, nodeids=NODEIDS,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
-from sandbox_fixtures import LIMITS, test_image, tiny_project, tiny_venv  # noqa: F401
 from sandbox_fixtures import sandbox as sandbox  # noqa: F401  (the parametrized fixture)
 from typer.testing import CliRunner
 
@@ -23,6 +23,7 @@ from coderun.runner.evidence import SampleRun
 from coderun.runner.execute import run_sample
 from coderun.tasks import build_tasks, load_tasks
 from tests.helpers import write_tree
+from tests.shared_home import built_once, home_view
 
 
 def obs(value, outcome="return"):
@@ -109,26 +110,41 @@ SAMPLES = {   # index: body; the right ones (1, 2, 6) agree on every input witho
 }   # the wrong x * 3 twice: the right ones win by the size of their cluster (3), not by a tie
 
 
-@pytest.fixture(scope="module")
-def evaluated(tmp_path_factory):
-    """A project built with pass+ inputs, its samples evaluated with --rigor plus."""
-    tmp = tmp_path_factory.mktemp("rank")
+def _build_and_evaluate(tmp: Path) -> None:
     write_tree(tmp / "lib", PROJECT)
     (tmp / "lib.yaml").write_text(f"name: lib\nsource: {{path: {tmp / 'lib'}}}\npython: '3.11'\n"
                                   "tests:\n  paths: [tests]\n")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("CODERUN_HOME", str(tmp / "home"))
-    built = build_tasks(load_manifest(tmp / "lib.yaml"), load_settings())
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CODERUN_HOME", str(tmp / "home"))
+        built = build_tasks(load_manifest(tmp / "lib.yaml"), load_settings())
+        task = _double(built)
+        assert task.rigor is not None and task.rigor.inputs >= 2, task.rigor
+        (tmp / "s.jsonl").write_text("".join(json.dumps({"task_id": task.task_id, "solution": HEADER + body})
+                                             + "\n" for body in SAMPLES.values()))
+        res = CliRunner().invoke(app, ["eval", "--samples", str(tmp / "s.jsonl"), "--backend", "local", "--rigor",
+                                       "plus", "--run-dir", str(tmp / "run"), "-k", "1", "--projects", str(tmp)])
+        assert res.exit_code == 0, res.output
+
+
+def _double(built=None):
     tasks = load_tasks(load_settings(), status="all")
     task = next((t for t in tasks if t.name == "double"), None)
     assert task is not None and task.status.value == "verified", (built, tasks)
-    assert task.rigor is not None and task.rigor.inputs >= 2, task.rigor
-    (tmp / "s.jsonl").write_text("".join(json.dumps({"task_id": task.task_id, "solution": HEADER + body}) + "\n"
-                                         for body in SAMPLES.values()))
-    res = CliRunner().invoke(app, ["eval", "--samples", str(tmp / "s.jsonl"), "--backend", "local", "--rigor",
-                                   "plus", "--run-dir", str(tmp / "run"), "-k", "1", "--projects", str(tmp)])
-    assert res.exit_code == 0, res.output
-    yield tmp, task
+    return task
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory):
+    """A project built with pass+ inputs, its samples evaluated with --rigor plus: once per session (this file
+    and test_rank_model.py use it), each module with a home and a copy of the run of its own."""
+    shared = built_once(tmp_path_factory, "rank", _build_and_evaluate)
+    tmp = tmp_path_factory.mktemp("rank")
+    home_view(shared / "home", tmp / "home")
+    shutil.copytree(shared / "run", tmp / "run")
+    shutil.copy2(shared / "lib.yaml", tmp / "lib.yaml")   # its source is shared/lib, by absolute path
+    mp = pytest.MonkeyPatch()
+    mp.setenv("CODERUN_HOME", str(tmp / "home"))
+    yield tmp, _double()
     mp.undo()
 
 

@@ -18,6 +18,8 @@ from coderun.manifests.schema import Manifest
 from coderun.rigor.record import record_calls
 from tests.helpers import write_tree
 
+pytestmark = pytest.mark.integration  # a venv, a sandbox or a project's tests in every test
+
 MODULE = '''import functools
 import time
 

@@ -9,11 +9,13 @@ import uuid
 from pathlib import Path
 
 import pytest
-from sandbox_fixtures import quiet, spec_for, test_image, tiny_project, tiny_venv  # noqa: F401  (the parametrized fixture)  # noqa: F401
-from sandbox_fixtures import sandbox as sandbox
+from sandbox_fixtures import quiet, spec_for
+from sandbox_fixtures import sandbox as sandbox  # noqa: F401  (the parametrized fixture)
 
 from coderun.errors import SandboxError, UsageError
 from coderun.sandbox import Limits, backend_names, create_sandbox, sandbox_class
+
+pytestmark = pytest.mark.integration  # a venv, a sandbox or a project's tests in every test
 
 # Lists the command lines of every live process whose command line contains argv[1] (the local
 # sandbox sees the host's processes, the docker one its container's).

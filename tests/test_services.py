@@ -23,6 +23,8 @@ from coderun.sandbox import SandboxSpec, create_sandbox
 from coderun.tasks import build_tasks, load_tasks
 from tests.helpers import write_tree
 
+pytestmark = pytest.mark.integration  # a venv, a sandbox or a project's tests in every test
+
 
 def _installed(name: str) -> bool:
     try:

@@ -142,6 +142,7 @@ def pip_index(tmp_path, monkeypatch):
     monkeypatch.setenv("PIP_INDEX_URL", _local_index(tmp_path / "index"))
 
 
+@pytest.mark.integration
 def test_pypi_sdist_comes_through_pips_own_configuration(tmp_path, settings, pip_index):
     m = manifest('name: tinypkg\nsource: {pypi: "tinypkg==1.0"}\npython: "3.11"\n', tmp_path / "m.yaml")
     co = checkout(m, settings)
@@ -150,6 +151,7 @@ def test_pypi_sdist_comes_through_pips_own_configuration(tmp_path, settings, pip
     assert checkout(m, settings).commit == co.commit
 
 
+@pytest.mark.integration
 def test_pypi_sdist_missing_from_the_configured_index_is_clear(tmp_path, settings, pip_index):
     m = manifest('name: tinypkg\nsource: {pypi: "tinypkg==2.0"}\npython: "3.11"\n', tmp_path / "m.yaml")
     with pytest.raises(SourceError, match="no sdist of tinypkg==2.0 from pip's package index") as e:

@@ -120,6 +120,7 @@ WRITER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("kill_after", [1, 17, 123])
 def test_sigkill_loses_no_finished_result(tmp_path, kill_after):
     """Every result whose record_result returned before the kill is in the store afterwards."""

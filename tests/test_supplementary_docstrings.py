@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration  # a venv, a sandbox or a project's tests in every test
+
 PROJECTS = Path(__file__).resolve().parents[1] / "projects"
 
 GOPAD_REST = '''

@@ -24,6 +24,7 @@ from coderun.tasks import load_tasks, store
 from coderun.tasks.coverage_map import cap_tests
 from coderun.tasks.verify import TaskTests, Verification
 from tests.helpers import write_tree
+from tests.shared_home import built_once, home_view
 
 DOC = '"""Return the {what} of the given value, computed step by step for the caller."""'
 N_FUNCS = 6
@@ -87,6 +88,13 @@ def _cli(home: Path, projects: Path, *args: str) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True)
 
 
+def _env_built(root: Path) -> None:
+    """The project's environment, built once for both interruptions (each gets a home_view of it)."""
+    manifest = _manifest(root)
+    env_build = _cli(root / "home", manifest.parent, "env", "build", "slow")
+    assert env_build.wait(600) == 0, env_build.stderr.read()
+
+
 def _decided(home: Path) -> set[str]:
     db = home / "store.sqlite"
     if not db.is_file():
@@ -148,14 +156,12 @@ def test_kept_decisions_of_other_inputs_are_discarded(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill-9"])
-def test_interrupted_build_resumes_without_verifying_finished_tasks_again(tmp_path, sig):
+def test_interrupted_build_resumes_without_verifying_finished_tasks_again(tmp_path, tmp_path_factory, sig):
     """A 37-minute build stopped by Ctrl-C kept nothing: now each decision is kept as it is made (a kill
     loses only the tasks under way) and the next build with the same inputs does not run the tests of a
     decided task again."""
-    manifest = _manifest(tmp_path)
-    home, projects = tmp_path / "home", manifest.parent
-    env_build = _cli(home, projects, "env", "build", "slow")
-    assert env_build.wait(600) == 0, env_build.stderr.read()
+    shared = built_once(tmp_path_factory, "tasks-scale-env", _env_built)
+    home, projects = home_view(shared / "home", tmp_path / "home"), shared / "projects"
 
     first = _cli(home, projects, "tasks", "build", "slow", "-j", "1")
     deadline = time.monotonic() + 600
@@ -209,6 +215,7 @@ def _fake_task(project: str, name: str) -> Task:
                 status=TaskStatus.VERIFIED)
 
 
+@pytest.mark.integration
 def test_eval_skips_tasks_of_a_project_whose_manifest_is_gone(tmp_path, monkeypatch):
     """`eval --samples` failed with "no project named 'x'" for stored tasks no sample was about."""
     monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
@@ -229,6 +236,7 @@ def test_eval_skips_tasks_of_a_project_whose_manifest_is_gone(tmp_path, monkeypa
                   load_tasks(settings, project="gone"))
 
 
+@pytest.mark.integration
 def test_prune_removes_tasks_of_unknown_projects_and_says_so(tmp_path, monkeypatch):
     monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("CODERUN_PROJECTS", raising=False)

@@ -21,16 +21,13 @@ from typer.testing import CliRunner
 
 from coderun.cli import _common
 from coderun.cli.main import app
-from coderun.config import load_settings
 from coderun.evaluation.store import RunStore
-from coderun.manifests.schema import load_manifest
 from coderun.report import build_report, compare
 from coderun.report.metrics import UnderK
 from coderun.report.render import group_rows, pct, to_rich
 from coderun.report.terminal import make_table, table_or_stacked
-from coderun.tasks import build_tasks
-from tests.helpers import write_tree
-from tests.test_eval import PROJECT
+from tests.shared_home import home_view
+from tests.test_eval import calc_built
 from tests.test_report import make_run
 
 ELLIPSIS = "…"
@@ -140,20 +137,14 @@ def test_numbers_are_never_cut_even_when_the_terminal_is_too_narrow():
 # ------------------------------------------------------------------------------ in a real terminal
 
 @pytest.fixture(scope="module")
-def calc_home():
+def calc_home(tmp_path_factory):
     """The small hand-made project of test_eval, tasks built, under a short $CODERUN_HOME (its run folder path
     is printed whole, and must fit 80 columns)."""
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed (CI installs it: apt-get install tmux)")
-    home = Path(tempfile.mkdtemp(prefix="cr-", dir="/tmp"))
-    write_tree(home / "src" / "calc", PROJECT)
-    manifest = home / "src" / "calc.yaml"
-    manifest.write_text("name: calc\nsource: {path: calc}\npython: '3.11'\ntests:\n  paths: [tests]\n")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("CODERUN_HOME", str(home))
-    build_tasks(load_manifest(manifest), load_settings())
-    yield home, manifest
-    mp.undo()
+    shared = calc_built(tmp_path_factory)
+    home = home_view(shared / "home", Path(tempfile.mkdtemp(prefix="cr-", dir="/tmp")))
+    yield home, shared / "calc.yaml"
     shutil.rmtree(home, ignore_errors=True)
 
 

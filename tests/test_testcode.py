@@ -7,7 +7,7 @@ and by rebinding a name in a test module's globals. Each fails as tampering with
 from __future__ import annotations
 
 import pytest
-from sandbox_fixtures import LIMITS, NODEIDS, quiet, spec_for, tiny_project, tiny_venv, write_project  # noqa: F401
+from sandbox_fixtures import LIMITS, NODEIDS, quiet, spec_for, write_project
 
 from coderun.records import Evidence, FindingKind, VerdictKind
 from coderun.runner.evidence import SampleRun
@@ -15,6 +15,8 @@ from coderun.runner.execute import run_sample
 from coderun.runner.executors import WorkerPool
 from coderun.runner.grade import grade
 from coderun.sandbox import SandboxSpec, create_sandbox
+
+pytestmark = pytest.mark.integration  # a venv, a sandbox or a project's tests in every test
 
 GOOD = "def add(a, b):\n    return a + b\n"
 _SWAP = ("def _swap():\n"

@@ -173,6 +173,7 @@ def verified(tmp_path_factory) -> dict:
     return out
 
 
+@pytest.mark.integration
 def test_tests_that_only_check_not_none_let_first_arg_and_constant_through(verified):
     """The unseen project's case: `return prefix + ...` checked only for `is not None`."""
     spec, v = verified["label"]
@@ -181,6 +182,7 @@ def test_tests_that_only_check_not_none_let_first_arg_and_constant_through(verif
     assert v.trivial_passes == ("first_arg", "empty", "constant")  # '' is not None either
 
 
+@pytest.mark.integration
 def test_tests_that_check_the_value_let_no_trivial_body_through(verified):
     spec, v = verified["double"]
     assert dict(spec.trivial) == {"none": "return None", "first_arg": "return x", "empty": "return 0",

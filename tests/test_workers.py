@@ -4,12 +4,14 @@ hostile samples alike; a sample that kills its worker is run again on the naive 
 from __future__ import annotations
 
 import pytest
-from sandbox_fixtures import BACKENDS, NODEIDS, spec_for, test_image, tiny_project, tiny_venv  # noqa: F401
+from sandbox_fixtures import BACKENDS, NODEIDS, spec_for
 
 from coderun.records import VerdictKind
 from coderun.runner.evidence import SampleRun
 from coderun.runner.executors import NaivePool, WorkerPool
 from coderun.runner.grade import grade
+
+pytestmark = pytest.mark.integration  # a venv, a sandbox or a project's tests in every test
 
 GOOD = "def add(a, b):\n    return a + b\n"
 SAMPLES = {
