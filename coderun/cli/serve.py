@@ -10,10 +10,10 @@ from pathlib import Path
 import typer
 
 from coderun.cli._common import ProjectsDirOption, project_selection
+from coderun.errors import UsageError
 from coderun.sandbox.project import default_backend
-from coderun.serve.app import Limits, openapi_schema
+from coderun.serve import DEFAULT_PORT
 from coderun.serve.engine import ServeConfig
-from coderun.serve.server import DEFAULT_PORT, serve
 
 
 def serve_command(
@@ -41,13 +41,25 @@ def serve_command(
     openapi: bool = typer.Option(False, "--openapi", help="Print the API's OpenAPI schema (JSON) and exit."),
 ) -> None:
     """Serve verdicts over HTTP (docs/serve.md): GET /v1/tasks, POST /v1/verdicts, GET /metrics."""
+    app, server = _service()
     if openapi:
-        typer.echo(json.dumps(openapi_schema(), indent=2))
+        typer.echo(json.dumps(app.openapi_schema(), indent=2))
         return
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     s, names = project_selection(projects, projects_dir)
     config = ServeConfig(projects=tuple(names), backend=backend or default_backend(), slots=slots,
                          isolation=isolation, queue=queue, warm=warm, include_weak=include_weak,
                          max_code=max_code, state=state)
-    serve(s, config, host=host, port=port, token=token,
-          limits=Limits(max_body=max_body, per_client=per_client))
+    server.serve(s, config, host=host, port=port, token=token,
+                 limits=app.Limits(max_body=max_body, per_client=per_client))
+
+
+def _service():
+    """The service's web modules (coderun.serve.app, .server); a UsageError saying how to install their extra
+    when fastapi or uvicorn is missing (the rest of coderun runs without them)."""
+    try:
+        from coderun.serve import app, server
+    except ImportError as e:
+        raise UsageError(f"coderun serve needs {e.name or 'its web framework'}, which is not installed",
+                         hint="install the extra: pip install 'coderun[serve]'") from None
+    return app, server

@@ -6,4 +6,8 @@
     metrics.py  Prometheus text
     server.py   binding and running (uvicorn)
     client.py   a Python client (sync and async) and reward functions for TRL and verl
+
+fastapi and uvicorn come with the `serve` extra: app.py and server.py import them, nothing else here does.
 """
+
+DEFAULT_PORT = 8431

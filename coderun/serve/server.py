@@ -12,12 +12,11 @@ import logging
 
 from coderun.config import Settings
 from coderun.errors import UsageError
+from coderun.serve import DEFAULT_PORT
 from coderun.serve.app import Limits, create_app
 from coderun.serve.engine import Engine, ServeConfig
 
 log = logging.getLogger("coderun.serve")
-
-DEFAULT_PORT = 8431
 
 
 def is_loopback(host: str) -> bool:
