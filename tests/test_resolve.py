@@ -68,11 +68,10 @@ def test_git_source_resolves_dependencies_as_of_its_commit_date(tmp_path, monkey
 @pytest.mark.network
 def test_docker_wheelhouse_takes_the_same_dated_pins(tmp_path, monkeypatch):
     """The docker backend's wheels are built on the host: they must be the dated set too, not today's."""
-    from rich.console import Console
-
     from coderun.envs.base_image import BaseSpec, BaseStrategy
     from coderun.envs.docker import ImagePlan, wheelhouse
     from coderun.envs.sources import checkout
+    from coderun.events import silent
 
     monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
     write_tree(tmp_path / "proj", {"proj/__init__.py": "", "tests/test_p.py": "def test_p():\n    pass\n"})
@@ -82,7 +81,7 @@ def test_docker_wheelhouse_takes_the_same_dated_pins(tmp_path, monkeypatch):
     m, settings = load_manifest(f), load_settings()
     co = checkout(m, settings)
     base = BaseSpec("3.7", BaseStrategy.ROOTFS, "none", "/opt/venv/bin/python", "k", (), "2.31")
-    out = wheelhouse(ImagePlan(m, co, base, "deps1", "src1", "key1"), co.path, settings, Console(quiet=True))
+    out = wheelhouse(ImagePlan(m, co, base, "deps1", "src1", "key1"), co.path, settings, silent)
     assert "six==1.12.0" in (out / "resolved.txt").read_text()
     assert [w.name for w in out.glob("six-*.whl")] == ["six-1.12.0-py2.py3-none-any.whl"]
 
