@@ -6,6 +6,8 @@ and by rebinding a name in a test module's globals. Each fails as tampering with
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 from sandbox_fixtures import LIMITS, NODEIDS, quiet, spec_for, write_project
 
@@ -146,3 +148,25 @@ def test_generated_methods_a_conftest_holds_are_not_unreadable_test_code(tmp_pat
         ev = run_sample(sb, SampleRun(relfile="pkg/mod.py", new_source=GOOD, nodeids=NODEIDS, timeout=60, per_test_timeout=10,
                         env={}))
     assert ev.tampering == [] and grade(ev.expected, ev).verdict is VerdictKind.PASS, ev
+
+
+def test_the_project_code_under_pytest_4_is_not_tampering(tmp_path_factory, request):
+    """infrared pins pytest 4.6, whose assertion rewriting takes the module's path as a py.path: the check's
+    reference compile passed a str, failed on the first `assert`, and every test with one read as "changed
+    before collection ended", so `tasks build` refused the project as tampering."""
+    from coderun.envs.local import find_python
+    from tests.shared_home import built_once
+
+    def build(folder):
+        subprocess.run([find_python("3.9")[0], "-m", "venv", str(folder / "venv")], check=True)
+        subprocess.run([str(folder / "venv" / "bin" / "python"), "-m", "pip", "install", "-q", "pytest==4.6.11"],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    python = built_once(tmp_path_factory, "pytest4-venv", build) / "venv" / "bin" / "python"
+    spec = SandboxSpec(project="tiny", project_dir=str(request.getfixturevalue("tiny_project")), python=str(python),
+                       limits=LIMITS)
+    with quiet(), create_sandbox("local", spec) as sb:
+        good, wrong = (run_sample(sb, SampleRun(relfile="pkg/mod.py", new_source=code, nodeids=NODEIDS, timeout=60,
+                                  per_test_timeout=10, env={})) for code in (GOOD, GOOD.replace("a + b", "a - b")))
+    assert good.tampering == [] and grade(good.expected, good).verdict is VerdictKind.PASS, good
+    assert grade(wrong.expected, wrong).verdict is VerdictKind.FAIL, wrong

@@ -70,8 +70,11 @@ def _trees(path: str, text: bytes) -> list:
         tree = ast.parse(text, path)
         try:
             rewrite_asserts(tree, text, path, None)
-        except TypeError:  # pytest before 5: no `source` argument
-            rewrite_asserts(tree, path, None)
+        except TypeError:  # pytest before 5: no `source` argument, and the path is a py.path (`.strpath`)
+            import py
+
+            tree = ast.parse(text, path)
+            rewrite_asserts(tree, py.path.local(path), None)
         out.append(tree)
     except Exception:  # noqa: BLE001  (a pytest without it: the plain code is the only reference)
         pass
