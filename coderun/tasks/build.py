@@ -26,6 +26,7 @@ from coderun.envs.local import LocalEnv, build_local_env, find_local_env, load_b
 from coderun.errors import CoderunError, EnvironmentBuildError, SourceError, TaskError
 from coderun.events import Listener, Note, silent
 from coderun.manifests.schema import Manifest, supplementary_files
+from coderun.parallel import Tally, parallel
 from coderun.records import (
     ConfigurationTests,
     Level,
@@ -41,7 +42,6 @@ from coderun.rigor.trivial import RAISE, bodies_for
 from coderun.tasks import store
 from coderun.tasks.coverage_map import CoverageMap, cap_tests, collect_coverage, test_file
 from coderun.tasks.discovery import Candidate, Selection, select, task_id
-from coderun.tasks.parallel import Tally, parallel
 from coderun.tasks.rigor import candidate_target, project_inputs, record
 from coderun.tasks.sandbox_runs import configuration_names, sandbox_tests
 from coderun.tasks.verify import (

@@ -22,6 +22,7 @@ from coderun.envs.local import LocalEnv, find_local_env
 from coderun.errors import TaskError
 from coderun.events import Listener, Note, silent
 from coderun.manifests.schema import Manifest
+from coderun.parallel import Tally, parallel
 from coderun.records import RigorSummary, Task, TaskInputs, TaskStatus
 from coderun.rigor.record import Recording, record_calls
 from coderun.rigor.trivial import bodies_for
@@ -30,7 +31,6 @@ from coderun.runner.splice import blank_body
 from coderun.tasks import inputs as plan
 from coderun.tasks import store
 from coderun.tasks.discovery import Candidate
-from coderun.tasks.parallel import Tally, parallel
 from coderun.tasks.sandbox_runs import sandbox_tests
 
 # (nodeids, payload, budget, configuration, the task's file with another body or None: the original)
