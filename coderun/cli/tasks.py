@@ -29,11 +29,11 @@ from coderun.events import silent
 from coderun.manifests.schema import find_manifest, known_manifests
 from coderun.records import TargetOutcome, Task
 from coderun.report.terminal import EMPTY, Fit, make_table, table_or_stacked
-from coderun.rigor.trivial import NAMES, NONE
 from coderun.tasks import ProjectTaskReport, TaskBuildReport, load_targets, load_tasks, prune_tasks
 from coderun.tasks.build import build_project, default_jobs
 from coderun.tasks.store import export_jsonl
 from coderun.tasks.summary import ProjectSummary, summarize
+from coderun.tasks.trivial import NAMES, NONE
 
 app = typer.Typer(no_args_is_help=True, help="Tasks: target functions, their tests, and proof the tests "
                   "can tell right from wrong.")

@@ -38,12 +38,12 @@ from coderun.records import (
     TaskStatus,
     Unverified,
 )
-from coderun.rigor.trivial import RAISE, bodies_for
 from coderun.tasks import store
 from coderun.tasks.coverage_map import CoverageMap, cap_tests, collect_coverage, test_file
 from coderun.tasks.discovery import Candidate, Selection, select, task_id
 from coderun.tasks.rigor import candidate_target, project_inputs, record
 from coderun.tasks.sandbox_runs import configuration_names, sandbox_tests
+from coderun.tasks.trivial import RAISE, bodies_for
 from coderun.tasks.verify import (
     ORIGINAL_RUNS,
     Shared,
@@ -88,7 +88,7 @@ class ProjectTaskReport(Record):
     seconds: float = 0.0
     configurations: list[str] = Field(default_factory=list)  # tests.configurations every task ran in
     pass_stub_passes: list[str] = Field(default_factory=list)  # verified tasks whose tests a `pass` body passes
-    # verified task id -> the trivial bodies (rigor.trivial names) its tests pass with, for tasks with any
+    # verified task id -> the trivial bodies (tasks/trivial names) its tests pass with, for tasks with any
     trivial_passes: dict[str, list[str]] = Field(default_factory=dict)
     network_tests: dict[str, list[str]] = Field(default_factory=dict)  # mapped test -> addresses it tried
     network_note: str = ""                   # why network use could not be checked

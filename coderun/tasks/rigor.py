@@ -25,13 +25,13 @@ from coderun.manifests.schema import Manifest
 from coderun.parallel import Tally, parallel
 from coderun.records import RigorSummary, Task, TaskInputs, TaskStatus
 from coderun.rigor.record import Recording, record_calls
-from coderun.rigor.trivial import bodies_for
 from coderun.runner.grade import differential_failure
 from coderun.runner.splice import blank_body
 from coderun.tasks import inputs as plan
 from coderun.tasks import store
 from coderun.tasks.discovery import Candidate
 from coderun.tasks.sandbox_runs import sandbox_tests
+from coderun.tasks.trivial import bodies_for
 
 # (nodeids, payload, budget, configuration, the task's file with another body or None: the original)
 #   -> (outcomes per test, the differential record or None)
