@@ -319,7 +319,7 @@ def rigor(projects: list[str] = typer.Argument(..., help="Project names or manif
     """Derive the pass+ inputs of stored tasks again, without rebuilding them: record the original's calls
     while its tests run (twice), derive inputs from them, keep those that add coverage or kill mutants, and
     confirm them with another run of the original. `tasks build` does this too."""
-    from coderun.tasks.rigor import build_rigor
+    from coderun.tasks.rederive import build_rigor
 
     chosen = Backend.parse(backend)
     s = settings(projects_dir)
