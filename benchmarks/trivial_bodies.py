@@ -23,9 +23,9 @@ from coderun.config import load_settings
 from coderun.evaluation.evaluate import EvalRequest, execute, start_run
 from coderun.evaluation.store import RunStore
 from coderun.records import VerdictKind
-from coderun.rigor.trivial import NAMES, bodies_for
 from coderun.tasks import load_tasks
 from coderun.tasks.store import load_inputs
+from coderun.tasks.trivial import NAMES, bodies_for
 
 
 def samples(tasks, inputs) -> list[dict]:

@@ -187,7 +187,7 @@ class Task(Record):
     # The tests still pass with the body replaced by `return None` in every configuration: they do
     # not check what the function returns. The task stays in the benchmark, marked (see docs/tasks.md).
     pass_stub_passes: bool = False
-    # The trivial bodies (rigor.trivial names: none, first_arg, empty, constant) with which the tests still
+    # The trivial bodies (tasks/trivial names: none, first_arg, empty, constant) with which the tests still
     # pass in every configuration: what the tests do not check. Kept and marked like pass_stub_passes.
     trivial_passes: list[str] = Field(default_factory=list)
     # Of trivial_passes, those pass+ lets through as well (run on the task's differential inputs at build;

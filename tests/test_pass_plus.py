@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from coderun.plus.differential import disagreement, same
+from coderun.plus.grade import grade_plus
+from coderun.plus.inputs import check_limit, confirmed, reduce, usable
 from coderun.records import Evidence, TaskInputs, Verdict, VerdictKind
-from coderun.runner.differential import disagreement, same
-from coderun.runner.grade import grade_plus
-from coderun.tasks.inputs import check_limit, confirmed, reduce, usable
 
 
 def obs(value, outcome="return", args=("list", [1]), seconds=0.001):

@@ -15,7 +15,7 @@ import pytest
 from coderun.harness import HARNESS_DIR as HARNESS
 from coderun.harness.coderun_values import load_call
 from coderun.manifests.schema import Manifest
-from coderun.rigor.record import record_calls
+from coderun.plus.record import record_calls
 from tests.helpers import write_tree
 
 pytestmark = pytest.mark.integration  # a venv, a sandbox or a project's tests in every test

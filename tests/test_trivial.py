@@ -1,4 +1,4 @@
-"""Trivial bodies (rigor.trivial): which can be built from a signature and a recording, and a real
+"""Trivial bodies (tasks/trivial): which can be built from a signature and a recording, and a real
 verification that names those a project's tests let through."""
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ from coderun.config import load_settings
 from coderun.evaluation.store import RunStore
 from coderun.manifests.schema import load_manifest
 from coderun.records import TaskStatus
-from coderun.rigor.trivial import (
+from coderun.runner.splice import blank_body
+from coderun.tasks import build_tasks, load_tasks
+from coderun.tasks.trivial import (
     RAISE,
     annotation_type,
     bodies_for,
@@ -29,8 +31,6 @@ from coderun.rigor.trivial import (
     signature_parts,
     trivial_bodies,
 )
-from coderun.runner.splice import blank_body
-from coderun.tasks import build_tasks, load_tasks
 from coderun.tasks.verify import Shared, TaskTests, verify_task
 from tests.helpers import write_tree
 

@@ -41,10 +41,10 @@ from coderun.evaluation.session import (
     TasksBuilt,
 )
 from coderun.evaluation.store import Result, RunStore
+from coderun.parallel import Tally
 from coderun.records import Level
 from coderun.report.metrics import UnderK, parse_ks
 from coderun.sandbox.project import default_backend
-from coderun.tasks.parallel import Tally
 
 
 def eval_command(

@@ -29,11 +29,11 @@ from coderun.events import silent
 from coderun.manifests.schema import find_manifest, known_manifests
 from coderun.records import TargetOutcome, Task
 from coderun.report.terminal import EMPTY, Fit, make_table, table_or_stacked
-from coderun.rigor.trivial import NAMES, NONE
 from coderun.tasks import ProjectTaskReport, TaskBuildReport, load_targets, load_tasks, prune_tasks
 from coderun.tasks.build import build_project, default_jobs
 from coderun.tasks.store import export_jsonl
 from coderun.tasks.summary import ProjectSummary, summarize
+from coderun.tasks.trivial import NAMES, NONE
 
 app = typer.Typer(no_args_is_help=True, help="Tasks: target functions, their tests, and proof the tests "
                   "can tell right from wrong.")
@@ -319,7 +319,7 @@ def rigor(projects: list[str] = typer.Argument(..., help="Project names or manif
     """Derive the pass+ inputs of stored tasks again, without rebuilding them: record the original's calls
     while its tests run (twice), derive inputs from them, keep those that add coverage or kill mutants, and
     confirm them with another run of the original. `tasks build` does this too."""
-    from coderun.tasks.rigor import build_rigor
+    from coderun.tasks.rederive import build_rigor
 
     chosen = Backend.parse(backend)
     s = settings(projects_dir)

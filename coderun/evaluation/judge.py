@@ -13,14 +13,15 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from coderun.plus.differential import disagreement
+from coderun.plus.grade import grade_plus
+from coderun.plus.inputs import check_payload
 from coderun.records import ConfigurationTests, Evidence, PlusOutcome, Task, TaskInputs, Verdict, VerdictKind
-from coderun.runner.differential import disagreement
 from coderun.runner.executors import Pool
-from coderun.runner.grade import grade, grade_plus, grade_unspliceable
+from coderun.runner.grade import grade, grade_unspliceable
 from coderun.runner.project import RunProject
 from coderun.runner.splice import splice
 from coderun.runner.taxonomy import SpliceSite
-from coderun.tasks.inputs import check_payload
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Samples of a task grouped by identical behaviour and scored (pure: executions in, a ranking out).
 
-Behaviour. `--tests inputs`: what a sample did on each input, compared with runner/differential's rules
+Behaviour. `--tests inputs`: what a sample did on each input, compared with plus/differential's rules
 (outcome, value, the arguments after the call; floats within tolerance, time never). `--tests model`:
 the set of generated tests it passed (CodeT's consensus set). `--tests both`: both must agree.
 A cluster is built greedily in sample order: a sample joins the first cluster whose first member it agrees
@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from coderun.evaluation.ranking import ExecStatus, Execution, RankedSample, RankTests, TaskRanking
-from coderun.runner.differential import disagreement
+from coderun.plus.differential import disagreement
 
 
 @dataclass(frozen=True)

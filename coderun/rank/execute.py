@@ -28,12 +28,12 @@ from coderun.config import Settings
 from coderun.evaluation.projects import projects_of_run
 from coderun.evaluation.ranking import ExecStatus, Execution, GeneratedTests, RankTests
 from coderun.evaluation.store import RunStore
+from coderun.plus.inputs import check_payload
 from coderun.rank.generate import generated_file, generated_path
 from coderun.records import Evidence, Task, TaskInputs
 from coderun.runner.executors import Pool, make_pool
 from coderun.runner.project import RunProject, task_slug
 from coderun.runner.splice import splice
-from coderun.tasks.inputs import check_payload
 
 INPUTS_FILE = "test_coderun_rank_inputs.py"  # empty: collected, and nothing runs
 NOTHING = "coderun_rank_selects_nothing"   # a node id no test has

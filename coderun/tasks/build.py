@@ -26,6 +26,8 @@ from coderun.envs.local import LocalEnv, build_local_env, find_local_env, load_b
 from coderun.errors import CoderunError, EnvironmentBuildError, SourceError, TaskError
 from coderun.events import Listener, Note, silent
 from coderun.manifests.schema import Manifest, supplementary_files
+from coderun.parallel import Tally, parallel
+from coderun.plus.derive import project_inputs, record
 from coderun.records import (
     ConfigurationTests,
     Level,
@@ -37,13 +39,11 @@ from coderun.records import (
     TaskStatus,
     Unverified,
 )
-from coderun.rigor.trivial import RAISE, bodies_for
 from coderun.tasks import store
 from coderun.tasks.coverage_map import CoverageMap, cap_tests, collect_coverage, test_file
 from coderun.tasks.discovery import Candidate, Selection, select, task_id
-from coderun.tasks.parallel import Tally, parallel
-from coderun.tasks.rigor import candidate_target, project_inputs, record
 from coderun.tasks.sandbox_runs import configuration_names, sandbox_tests
+from coderun.tasks.trivial import RAISE, bodies_for, task_bodies
 from coderun.tasks.verify import (
     ORIGINAL_RUNS,
     Shared,
@@ -88,7 +88,7 @@ class ProjectTaskReport(Record):
     seconds: float = 0.0
     configurations: list[str] = Field(default_factory=list)  # tests.configurations every task ran in
     pass_stub_passes: list[str] = Field(default_factory=list)  # verified tasks whose tests a `pass` body passes
-    # verified task id -> the trivial bodies (rigor.trivial names) its tests pass with, for tasks with any
+    # verified task id -> the trivial bodies (tasks/trivial names) its tests pass with, for tasks with any
     trivial_passes: dict[str, list[str]] = Field(default_factory=dict)
     network_tests: dict[str, list[str]] = Field(default_factory=dict)  # mapped test -> addresses it tried
     network_note: str = ""                   # why network use could not be checked
@@ -166,7 +166,7 @@ def _build_project(manifest: Manifest, settings: Settings, backend: str, include
             f"{manifest.tasks.max_tests_per_task or 'none'}, max_seconds_per_task {manifest.tasks.max_seconds_per_task:g}): "
             f"{sum(map(len, capped.values()))} of their slowest mapped tests dropped")
     notes: list[str] = []
-    recorded = record(manifest, env, {_tid(manifest, c): (candidate_target(c), tests)
+    recorded = record(manifest, env, {_tid(manifest, c): (_candidate_target(c), tests)
                                       for c, tests, _ in mapped if tests}, logs, say) if rigor else {}
     verifying = time.monotonic()
     supplementary = set(supplementary_files(manifest))  # paths as the tree has them
@@ -178,8 +178,8 @@ def _build_project(manifest: Manifest, settings: Settings, backend: str, include
         inputs: list[TaskInputs] = []
         if rigor:
             say("deriving pass+ inputs from the recorded calls")
-            tasks, inputs = project_inputs(tasks, recorded, runner.observe, jobs, on_event, manifest.name,
-                                           env.checkout.path)
+            tasks, inputs = project_inputs(tasks, recorded, runner.observe, task_bodies, jobs, on_event,
+                                           manifest.name, env.checkout.path)
     report = _report(manifest, env, backend, include_weak, selection, covmap, tasks, verdicts, started,
                      capped=capped, max_tests_per_task=manifest.tasks.max_tests_per_task,
                      max_seconds_per_task=manifest.tasks.max_seconds_per_task, jobs=jobs, resumed=kept.resumed,
@@ -361,6 +361,13 @@ def _spec(manifest: Manifest, c: Candidate, tests: list[str], recorded: list[dic
     bodies = bodies_for(fn.signature, fn.class_name, fn.decorators, recorded)
     return TaskTests(_tid(manifest, c), fn.file, fn.qualname, fn.lineno, tuple(tests),
                      tuple(b for b in bodies if b[0] != RAISE))
+
+
+def _candidate_target(c: Candidate) -> dict[str, object]:
+    """Where a candidate function is, as the recorder (harness/coderun_recorder) finds its code."""
+    fn = c.function
+    return {"file": fn.file, "qualname": fn.qualname, "name": fn.name, "lineno": fn.lineno,
+            "first": fn.start_lineno, "end_lineno": fn.end_lineno}
 
 
 def _shared_runs(manifest: Manifest, runner: TestRunner, union: set[str], kept: _Kept, say, conf: str

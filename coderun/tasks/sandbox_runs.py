@@ -1,6 +1,6 @@
 """Runs of a project's tests for the task build, in the sandbox and executor the evaluation uses.
 
-The verification (tasks/verify) and the pass+ inputs (tasks/rigor) run the project's tests here: one long-lived
+The verification (tasks/verify) and the pass+ inputs (plus/derive) run the project's tests here: one long-lived
 worker per slot keeps the tree in memory and forks a child per run, so no run copies the project from disk;
 the evaluation's time limits apply, and a run that trips the tampering check stops the build (every sample
 would fail the same way).

@@ -6,7 +6,7 @@
    exactly as the evaluation will group them.
 2. With its body replaced by `raise NotImplementedError`, the function fails at least one remaining test;
    otherwise the task is `weak`: its tests do not notice the function missing.
-3. With its body replaced by each other trivial body (rigor.trivial: `return None`, the first argument, an
+3. With its body replaced by each other trivial body (tasks/trivial: `return None`, the first argument, an
    empty value of the return type, a constant the original returned), it should fail one too; a task whose
    tests one of them passes is kept but marked (`trivial_passes`, their names; `pass_stub_passes` when
    `return None` is one): its tests do not check what the function returns.
@@ -27,7 +27,7 @@ from typing import Protocol
 
 from coderun.errors import TaskError
 from coderun.records import TaskStatus
-from coderun.rigor.trivial import NONE, RAISE_STATEMENT
+from coderun.tasks.trivial import NONE, RAISE_STATEMENT
 
 ORIGINAL_RUNS = 3
 
@@ -52,7 +52,7 @@ class TaskTests:
     qualname: str
     lineno: int
     tests: tuple[str, ...]
-    # The trivial bodies (name, statement) tried once `raise` is caught: rigor.trivial's, `raise` aside.
+    # The trivial bodies (name, statement) tried once `raise` is caught: tasks/trivial's, `raise` aside.
     trivial: tuple[tuple[str, str], ...] = ((NONE, "return None"),)
 
 

@@ -1,14 +1,16 @@
-"""The rigor stage of a task build: record the original's calls, derive inputs, keep the ones that matter.
+"""The build-time derivation of pass+: record the original's calls, derive inputs, keep the ones that matter.
 
 For a project's benchmark tasks:
 1. its mapped tests run twice on the pristine project with a recorder of every call of each target
-   (rigor/record); calls whose results differ between the runs are dropped;
+   (`record`, plus/record); calls whose results differ between the runs are dropped;
 2. per task, one run of its tests in the evaluation's sandbox ends with the differential step exploring
    the original (harness/coderun_differential): the recorded calls, type-aware mutations of them, mutants
    of the original, each call made twice;
-3. the candidates the original ended the same way on twice are reduced (tasks/inputs.reduce);
+3. the candidates the original ended the same way on twice are reduced (plus/inputs.reduce);
 4. a second run of the original on the kept inputs confirms them: an input it does not repeat is dropped.
-What is kept (inputs, and on the host only, the original's observations) is stored with the task.
+What is kept (inputs, and on the host only, the original's observations) is stored with the task by the
+caller (tasks/build, and tasks/rederive for stored tasks), which also runs the tests (`Observe`) and makes
+the trivial bodies verification let through (`Bodies`).
 """
 
 from __future__ import annotations
@@ -17,25 +19,21 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from coderun.config import Settings
-from coderun.envs.local import LocalEnv, find_local_env
-from coderun.errors import TaskError
-from coderun.events import Listener, Note, silent
+from coderun.envs.local import LocalEnv
+from coderun.events import Listener
 from coderun.manifests.schema import Manifest
+from coderun.parallel import Tally, parallel
+from coderun.plus import inputs as plan
+from coderun.plus.grade import differential_failure
+from coderun.plus.record import Recording, record_calls
 from coderun.records import RigorSummary, Task, TaskInputs, TaskStatus
-from coderun.rigor.record import Recording, record_calls
-from coderun.rigor.trivial import bodies_for
-from coderun.runner.grade import differential_failure
 from coderun.runner.splice import blank_body
-from coderun.tasks import inputs as plan
-from coderun.tasks import store
-from coderun.tasks.discovery import Candidate
-from coderun.tasks.parallel import Tally, parallel
-from coderun.tasks.sandbox_runs import sandbox_tests
 
 # (nodeids, payload, budget, configuration, the task's file with another body or None: the original)
 #   -> (outcomes per test, the differential record or None)
 Observe = Callable[[list[str], str, float, str, "tuple[str, str] | None"], tuple[dict[str, str], "dict | None"]]
+# (a task, the obs of its recorded calls) -> its trivial bodies by name (tasks/trivial.task_bodies)
+Bodies = Callable[[Task, list[dict]], dict[str, str]]
 
 
 def task_inputs(task: Task, recorded: Recording | None, observe: Observe) -> tuple[TaskInputs | None, RigorSummary]:
@@ -76,15 +74,13 @@ def task_inputs(task: Task, recorded: Recording | None, observe: Observe) -> tup
                       limit=limit, budget=plan.CHECK_BUDGET), summary
 
 
-def trivial_through(task: Task, inputs: TaskInputs | None, recorded: Recording | None, observe: Observe,
+def trivial_through(task: Task, inputs: TaskInputs | None, statements: dict[str, str], observe: Observe,
                     original: str) -> list[str]:
-    """Of the trivial bodies that pass the task's tests (`trivial_passes`), those pass+ lets through too: each
-    runs the tests and then the differential step on the task's inputs (all of them without inputs)."""
+    """Of the trivial bodies that pass the task's tests (`trivial_passes`; `statements`: the task's trivial
+    bodies by name), those pass+ lets through too: each runs the tests and then the differential step on the
+    task's inputs (all of them without inputs)."""
     if not task.trivial_passes or inputs is None:
         return list(task.trivial_passes)
-    decorators = [line.strip() for line in task.source.splitlines() if line.strip().startswith("@")]
-    statements = dict(bodies_for(task.signature, task.class_name, decorators,
-                                 [c.obs for c in recorded.calls] if recorded else []))
     conf = task.runs()[0]
     payload = plan.check_payload(inputs.target, inputs.inputs, inputs.limit, inputs.budget)
     through = []
@@ -119,20 +115,24 @@ def _why_none(summary: RigorSummary) -> str:
     return f"no call could be recorded ({why})"
 
 
-def project_inputs(tasks: list[Task], recorded: dict[str, Recording], observe: Observe, jobs: int,
-                   on_event: Listener, project: str, tree: Path
+def project_inputs(tasks: list[Task], recorded: dict[str, Recording], observe: Observe, bodies: Bodies,
+                   jobs: int, on_event: Listener, project: str, tree: Path
                    ) -> tuple[list[Task], list[TaskInputs]]:
     """Every benchmark task's inputs, `jobs` tasks at a time, and which of the trivial bodies that pass its
-    tests pass+ lets through (`tree`: the pristine project): the tasks with their summaries and
+    tests pass+ lets through (`tree`: the pristine project; `bodies` makes those bodies): the tasks with their summaries and
     `trivial_plus_passes` set, and the inputs of those that have some."""
     todo = [t for t in tasks if t.status in (TaskStatus.VERIFIED, TaskStatus.WEAK) and t.tests]
     updates: dict[str, dict] = {}
     found: list[TaskInputs] = []
 
     def one(t: Task) -> tuple[TaskInputs | None, RigorSummary, list[str]]:
-        inputs, summary = task_inputs(t, recorded.get(t.task_id), observe)
-        original = (tree / t.file).read_text(encoding="utf-8") if t.trivial_passes and inputs else ""
-        return inputs, summary, trivial_through(t, inputs, recorded.get(t.task_id), observe, original)
+        recording = recorded.get(t.task_id)
+        inputs, summary = task_inputs(t, recording, observe)
+        if not (t.trivial_passes and inputs):
+            return inputs, summary, trivial_through(t, inputs, {}, observe, "")
+        statements = bodies(t, [c.obs for c in recording.calls] if recording else [])
+        original = (tree / t.file).read_text(encoding="utf-8")
+        return inputs, summary, trivial_through(t, inputs, statements, observe, original)
 
     tally = Tally(f"{project} pass+", len(todo), Counter(), on_event)
     for task, (inputs, summary, through) in parallel(one, todo, jobs, on_event=on_event):
@@ -144,45 +144,11 @@ def project_inputs(tasks: list[Task], recorded: dict[str, Recording], observe: O
     return updated, found
 
 
-def build_rigor(manifest: Manifest, settings: Settings, backend: str = "local", jobs: int = 1, *,
-                on_event: Listener = silent) -> dict[str, RigorSummary]:
-    """The pass+ inputs of a project's stored tasks, derived again (after a coderun upgrade, or for a store
-    built before pass+) without rebuilding the tasks; returns each benchmark task's summary."""
-    jobs = max(1, jobs)
-    env = find_local_env(manifest, settings)
-    tasks = store.query(settings, project=manifest.name)
-    if env is None or not tasks:
-        raise TaskError(f"{manifest.name}: no stored tasks to derive pass+ inputs for",
-                        hint=f"build them first: coderun tasks build {manifest.name}")
-    stale = {t.commit for t in tasks} - {env.checkout.commit}
-    if stale:
-        raise TaskError(f"{manifest.name}: the stored tasks were built at {sorted(stale)[0][:12]}, the environment "
-                        f"is at {env.checkout.commit[:12]}", hint=f"rebuild them: coderun tasks build {manifest.name}")
-    logs = settings.runs / "tasks" / manifest.name
-    logs.mkdir(parents=True, exist_ok=True)
-    benchmark = [t for t in tasks if t.status in (TaskStatus.VERIFIED, TaskStatus.WEAK) and t.tests]
-    recorded = record(manifest, env, {t.task_id: (plan.target(t), t.tests) for t in benchmark}, logs,
-                      lambda text: on_event(Note(manifest.name, text)))
-    durations = {n: d for t in tasks for n, d in t.test_durations.items()}
-    notes: list[str] = []
-    with sandbox_tests(manifest, settings, backend, env, logs, durations, jobs, notes) as runner:
-        tasks, inputs = project_inputs(tasks, recorded, runner.observe, jobs, on_event, manifest.name,
-                                       env.checkout.path)
-    store.save_rigor(settings, manifest.name, tasks, inputs)
-    return {t.task_id: t.rigor for t in tasks if t.rigor is not None}
-
-
 def record(manifest: Manifest, env: LocalEnv, targets: dict[str, tuple[dict, list[str]]], logs: Path, say
             ) -> dict[str, Recording]:
     """Every call of each target its tests make, recorded twice on the pristine project in its venv
-    (rigor/record); only the calls that gave the same results both times are kept."""
+    (plus/record); only the calls that gave the same results both times are kept."""
     if not targets:
         return {}
     say(f"recording the calls of {len(targets)} functions (two runs of their tests)")
     return record_calls(manifest, env.python, env.checkout.path, targets, log=logs / "recording.log")
-
-
-def candidate_target(c: Candidate) -> dict[str, object]:
-    fn = c.function
-    return {"file": fn.file, "qualname": fn.qualname, "name": fn.name, "lineno": fn.lineno,
-            "first": fn.start_lineno, "end_lineno": fn.end_lineno}

@@ -1,4 +1,5 @@
-"""Verifying tasks `jobs` at a time, and saying how far it got (`Counted` events; the CLI draws them)."""
+"""Work on items `jobs` at a time (verifying tasks, deriving their pass+ inputs), and saying how far it got
+(`Counted` events; the CLI draws them)."""
 
 from __future__ import annotations
 
@@ -6,24 +7,27 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import TypeVar
 
 from coderun.events import Counted, Listener, Note, silent
-from coderun.tasks.verify import TaskTests, Verification
+
+Item = TypeVar("Item")
+Result = TypeVar("Result")
 
 
-def parallel(fn: Callable[[TaskTests], Verification], todo: list[TaskTests], jobs: int,
-             *, on_event: Listener = silent) -> Iterator[tuple[TaskTests, Verification]]:
-    """(spec, verdict) as each finishes, `jobs` at a time. Interrupted (Ctrl-C) or failing, it starts
+def parallel(fn: Callable[[Item], Result], todo: list[Item], jobs: int,
+             *, on_event: Listener = silent) -> Iterator[tuple[Item, Result]]:
+    """(item, fn(item)) as each finishes, `jobs` at a time. Interrupted (Ctrl-C) or failing, it starts
     nothing new but still hands over the tasks already under way that end well, so the caller keeps
     them; then it re-raises."""
     ex = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="coderun-verify")
-    running: dict[Future, TaskTests] = {}
+    running: dict[Future, Item] = {}
     pending = list(todo)
     try:
         while pending or running:
             while pending and len(running) < jobs:
-                spec = pending.pop(0)
-                running[ex.submit(fn, spec)] = spec
+                item = pending.pop(0)
+                running[ex.submit(fn, item)] = item
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for fut in done:
                 yield running.pop(fut), fut.result()
@@ -42,7 +46,7 @@ def parallel(fn: Callable[[TaskTests], Verification], todo: list[TaskTests], job
 
 
 class Tally:
-    """How far the verification got, as `Counted` events: one now (the tasks decided before count), then one per
+    """How far the work got, as `Counted` events: one now (the tasks decided before count), then one per
     task done, its detail the statuses so far (`9 verified, 3 weak`)."""
 
     def __init__(self, subject: str, total: int, done: Counter, on_event: Listener, *, unit: str = "tasks"):

@@ -15,8 +15,8 @@ import time
 from collections.abc import Sequence
 
 from coderun.harness.coderun_values import digest
+from coderun.plus.differential import disagreement
 from coderun.records import Task
-from coderun.runner.differential import disagreement
 
 MAX_INPUTS = 25           # kept per task, after reduction
 CALL_LIMIT = 1.0          # seconds per call of the original at build time

@@ -27,6 +27,8 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
+from coderun.records import Task
+
 RAISE, NONE, FIRST_ARG, EMPTY, CONSTANT = "raise", "none", "first_arg", "empty", "constant"
 NAMES = (RAISE, NONE, FIRST_ARG, EMPTY, CONSTANT)
 RAISE_STATEMENT = "raise NotImplementedError"
@@ -203,3 +205,9 @@ def bodies_for(signature: str, class_name: str | None, decorators: Iterable[str]
     """trivial_bodies of a function as the analyzer describes it."""
     params, returns = signature_parts(signature)
     return trivial_bodies(params, is_method(class_name, decorators), returns, recorded)
+
+
+def task_bodies(task: Task, recorded: Iterable[Mapping] = ()) -> dict[str, str]:
+    """A stored task's trivial bodies by name (bodies_for, its decorators read from its source)."""
+    decorators = [line.strip() for line in task.source.splitlines() if line.strip().startswith("@")]
+    return dict(bodies_for(task.signature, task.class_name, decorators, recorded))
