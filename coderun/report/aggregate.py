@@ -33,8 +33,8 @@ from coderun.report.metrics import (
     task_token_hits,
 )
 from coderun.report.reach import ReachKind, grader_reach
-from coderun.report.stats import paired_bootstrap, paired_permutation_test
 from coderun.runner.taxonomy import primary_of
+from coderun.stats import paired_bootstrap, paired_permutation_test
 
 
 class Model(BaseModel):
