@@ -25,7 +25,7 @@ from coderun.config import load_settings
 from coderun.evaluation.ranking import RankTests
 from coderun.evaluation.store import DB_NAME, RunStore
 from coderun.rank.pipeline import RankRequest, rank
-from coderun.report.ranking import caption, lift_rows
+from coderun.rank.summary import caption, lift_rows
 
 
 def eval_seconds(run: Path) -> tuple[float, int]:

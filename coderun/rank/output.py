@@ -11,7 +11,7 @@ from pathlib import Path
 
 from coderun.evaluation.ranking import RankSummary, TaskRanking
 from coderun.evaluation.store import RunSample
-from coderun.report.ranking import markdown
+from coderun.rank.summary import markdown
 
 _RESERVED = ("task_id", "solution", "completion", "prompt", "score", "cluster", "rank", "run_index")
 
