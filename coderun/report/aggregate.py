@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from coderun.evaluation.ranking import RankSummary
 from coderun.evaluation.store import Result, RunInfo, RunStore, RunTask
+from coderun.rank.store import RankStore
 from coderun.records import Level, RunEnvironment, VerdictKind
 from coderun.report.flags import sample_flags
 from coderun.report.metrics import (
@@ -163,7 +164,7 @@ def build_report(store: RunStore, ks: Sequence[int], under_k: UnderK = UnderK.EX
     level_names = [lv.value for lv in Level if lv.value in groups]
     flags = _flags(store, tasks)
     rows = [_task_row(tasks[t], by_task[t], ks, under_k, info.run_id, flags) for t in groups["overall"]]
-    ranked = store.rankings()
+    ranked = RankStore(store).rankings()
     tops: dict[str, dict[str, int]] = {}
     for tests, (_s, rs) in ranked.items():
         for r in rs:
