@@ -22,9 +22,9 @@ from datetime import datetime
 from pathlib import Path
 
 from coderun.config import load_settings
-from coderun.evaluation.ranking import RankTests
 from coderun.evaluation.store import DB_NAME, RunStore
 from coderun.rank.pipeline import RankRequest, rank
+from coderun.rank.records import RankTests
 from coderun.rank.store import RankStore
 from coderun.rank.summary import caption, lift_rows
 

@@ -13,11 +13,11 @@ from typer.testing import CliRunner
 
 from coderun.cli.main import app
 from coderun.config import load_settings
-from coderun.evaluation.ranking import ExecStatus, Execution, RankTests
 from coderun.evaluation.store import Result, RunStore
 from coderun.manifests.schema import load_manifest
 from coderun.rank.clustering import Member, rank_task
 from coderun.rank.metrics import summarize
+from coderun.rank.records import ExecStatus, Execution, RankTests
 from coderun.rank.store import RankStore
 from coderun.records import VerdictKind
 from coderun.runner.evidence import SampleRun

@@ -10,9 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from coderun.cli.main import app
-from coderun.evaluation.ranking import ExecStatus, RankTests
 from coderun.evaluation.store import RunStore
 from coderun.rank.generate import DOES_NOT_PARSE, PARAMETRIZED, READS_SOURCE, module_name, parse
+from coderun.rank.records import ExecStatus, RankTests
 from coderun.rank.store import RankStore
 from tests.fake_openai import FakeOpenAI, last_user_message
 from tests.test_rank import evaluated  # noqa: F401  (the module-scoped project, built and evaluated once)

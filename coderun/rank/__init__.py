@@ -1,7 +1,9 @@
 """Ranking a finished run's samples without the oracle (issue 24, CodeT in project context): `coderun rank`.
 
-One module per stage, in the order data flows (the typed records passed between them and kept in the run
-store are evaluation/ranking.py's):
+One module per stage, in the order data flows, beside the two they share:
+
+    records     the typed records the stages pass and the run keeps (reports read them: rank is below report)
+    store       rank's own tables in the run's run.sqlite, on the run store's connection
 
     execute     every distinct sample of a task run in the sandbox on the task's inputs (`--tests inputs`) or
                 against tests the model wrote (`--tests model`); deduplicated, cached in the run store

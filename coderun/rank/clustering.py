@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from coderun.evaluation.ranking import ExecStatus, Execution, RankedSample, RankTests, TaskRanking
+from coderun.rank.records import ExecStatus, Execution, RankedSample, RankTests, TaskRanking
 from coderun.runner.differential import disagreement
 
 

@@ -26,8 +26,8 @@ from pathlib import Path
 
 from coderun.config import Settings
 from coderun.evaluation.projects import projects_of_run
-from coderun.evaluation.ranking import ExecStatus, Execution, GeneratedTests, RankTests
 from coderun.rank.generate import generated_file, generated_path
+from coderun.rank.records import ExecStatus, Execution, GeneratedTests, RankTests
 from coderun.rank.store import RankStore
 from coderun.records import Evidence, Task, TaskInputs
 from coderun.runner.executors import Pool, make_pool

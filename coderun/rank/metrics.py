@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from coderun.evaluation.ranking import Lift, RankSummary, RankTests, TaskRanking
 from coderun.evaluation.store import Result
+from coderun.rank.records import Lift, RankSummary, RankTests, TaskRanking
 from coderun.records import Level, VerdictKind
 from coderun.stats import paired_bootstrap, pass_at_k
 

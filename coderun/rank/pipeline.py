@@ -14,14 +14,6 @@ from pathlib import Path
 from coderun.config import Settings
 from coderun.envs.sources import checkout
 from coderun.errors import UsageError
-from coderun.evaluation.ranking import (
-    ExecStatus,
-    Execution,
-    GeneratedTests,
-    RankSummary,
-    RankTests,
-    TaskRanking,
-)
 from coderun.evaluation.store import RunSample, RunStore, RunTask
 from coderun.generate.base import RetryPolicy, get_provider
 from coderun.manifests.schema import find_manifest
@@ -30,6 +22,14 @@ from coderun.rank.execute import Job, inputs_key, pending, run_jobs
 from coderun.rank.generate import DOES_NOT_PARSE, PARAMETRIZED, READS_SOURCE, ask
 from coderun.rank.metrics import summarize
 from coderun.rank.output import write_folder, write_ranked
+from coderun.rank.records import (
+    ExecStatus,
+    Execution,
+    GeneratedTests,
+    RankSummary,
+    RankTests,
+    TaskRanking,
+)
 from coderun.rank.store import RankStore
 
 Executions = dict[tuple[str, str, str], Execution]

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from coderun.evaluation.ranking import Execution, GeneratedTests, RankSummary, RankTests, TaskRanking
 from coderun.evaluation.store import RunStore, load_record, utc_now
+from coderun.rank.records import Execution, GeneratedTests, RankSummary, RankTests, TaskRanking
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS rank_executions (

@@ -3,7 +3,7 @@ model's tests (`metrics.py` makes the figures)."""
 
 from __future__ import annotations
 
-from coderun.evaluation.ranking import Lift, RankSummary
+from coderun.rank.records import Lift, RankSummary
 
 
 def lift_rows(summary: RankSummary) -> tuple[list[str], list[list[str]]]:

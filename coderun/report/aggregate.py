@@ -17,8 +17,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from coderun.evaluation.ranking import RankSummary
 from coderun.evaluation.store import Result, RunInfo, RunStore, RunTask
+from coderun.rank.records import RankSummary
 from coderun.rank.store import RankStore
 from coderun.records import Level, RunEnvironment, VerdictKind
 from coderun.report.flags import sample_flags
