@@ -29,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-from coderun.manifests.draft.configfiles import read_toml
+from coderun.draft.configfiles import read_toml
 
 DEFAULT_HOME = Path(tempfile.gettempdir()) / "coderun-bench-drafts"
 

@@ -22,10 +22,11 @@ from datetime import datetime
 from pathlib import Path
 
 from coderun.config import load_settings
-from coderun.evaluation.ranking import RankTests
 from coderun.evaluation.store import DB_NAME, RunStore
 from coderun.rank.pipeline import RankRequest, rank
-from coderun.report.ranking import caption, lift_rows
+from coderun.rank.records import RankTests
+from coderun.rank.store import RankStore
+from coderun.rank.summary import caption, lift_rows
 
 
 def eval_seconds(run: Path) -> tuple[float, int]:
@@ -64,7 +65,7 @@ def main() -> None:
         rank_wall = time.monotonic() - started
         with RunStore.open(copy) as store:
             samples = store.counts()["samples"]
-            statuses = Counter(e.status.value for e in store.rank_executions(RankTests.INPUTS).values())
+            statuses = Counter(e.status.value for e in RankStore(store).executions(RankTests.INPUTS).values())
     print(f"run: {args.run} ({samples} samples; {out.executed} distinct codes of tasks with inputs: "
           + ", ".join(f"{n} {s}" for s, n in statuses.most_common()) + ")")
     print(f"evaluation: {eval_wall:.0f} s at -j {eval_jobs}")

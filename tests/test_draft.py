@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 
 from coderun.cli.main import app
 from coderun.config import Settings, load_settings
-from coderun.envs.drafting import draft_manifest, make_draft
+from coderun.draft import PY_MINORS
+from coderun.draft.make import draft_manifest, make_draft
 from coderun.envs.local import build_local_env, find_python, load_baseline
 from coderun.errors import UsageError
-from coderun.manifests.draft import PY_MINORS
 from coderun.manifests.schema import load_manifest, parse_manifest
 
 _IDENTITY = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@localhost", "GIT_COMMITTER_NAME": "t",

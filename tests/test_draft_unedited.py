@@ -20,8 +20,8 @@ from typer.testing import CliRunner
 from coderun.cli.main import app
 from coderun.cli.render import Renderer
 from coderun.config import Settings
+from coderun.draft.make import DraftOptions, draft_manifest
 from coderun.envs.diagnose import baseline_failure
-from coderun.envs.drafting import DraftOptions, draft_manifest
 from coderun.envs.sources import download_sdist
 from coderun.errors import SourceError
 from coderun.events import Counted

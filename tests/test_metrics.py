@@ -17,12 +17,12 @@ from coderun.report.metrics import (
     code_identifiers,
     module_package,
     parse_ks,
-    pass_at_k,
     per_task_pass_at_k,
     task_pass_at_k,
     task_token_hits,
     token_hit,
 )
+from coderun.stats import pass_at_k
 
 
 def _binomial_pass_at_k(n: int, c: int, k: int) -> float:

@@ -13,11 +13,12 @@ from typer.testing import CliRunner
 
 from coderun.cli.main import app
 from coderun.config import load_settings
-from coderun.evaluation.ranking import ExecStatus, Execution, RankTests
 from coderun.evaluation.store import Result, RunStore
 from coderun.manifests.schema import load_manifest
 from coderun.rank.clustering import Member, rank_task
 from coderun.rank.metrics import summarize
+from coderun.rank.records import ExecStatus, Execution, RankTests
+from coderun.rank.store import RankStore
 from coderun.records import VerdictKind
 from coderun.runner.evidence import SampleRun
 from coderun.runner.execute import run_sample
@@ -159,8 +160,9 @@ def test_rank_inputs_picks_a_right_sample_and_resumes_from_the_store(evaluated, 
     assert out.exit_code == 0, out.output
     assert "executions: 6 run now, 0 from the run store" in out.output   # sample 5 repeats sample 0's code
     with RunStore.open(run) as store:
-        (summary, [ranking]), = store.rankings().values()
-        execs = {e.hash: e for e in store.rank_executions(RankTests.INPUTS).values()}
+        ranks = RankStore(store)
+        (summary, [ranking]), = ranks.rankings().values()
+        execs = {e.hash: e for e in ranks.executions(RankTests.INPUTS).values()}
         samples = {s.index: s for s in store.samples()}
     assert [s.index for s in ranking.samples[:3]] == [1, 2, 6]
     assert ranking.top.score == 3 * ranking.checks

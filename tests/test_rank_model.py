@@ -10,9 +10,10 @@ import pytest
 from typer.testing import CliRunner
 
 from coderun.cli.main import app
-from coderun.evaluation.ranking import ExecStatus, RankTests
 from coderun.evaluation.store import RunStore
 from coderun.rank.generate import DOES_NOT_PARSE, PARAMETRIZED, READS_SOURCE, module_name, parse
+from coderun.rank.records import ExecStatus, RankTests
+from coderun.rank.store import RankStore
 from tests.fake_openai import FakeOpenAI, last_user_message
 from tests.test_rank import evaluated  # noqa: F401  (the module-scoped project, built and evaluated once)
 
@@ -116,8 +117,9 @@ def test_rank_model_and_both_against_a_fake_server(evaluated, monkeypatch):  # n
     assert "## Ranked pass@1 (--tests model)" in md and "## Ranked pass@1 (--tests both)" in md
     assert "generated tests: 6 generated, 3 kept" in md
     with RunStore.open(run) as store:
-        rankings = {tests: rs for tests, (_s, rs) in store.rankings().items()}
-        model_execs = store.rank_executions(RankTests.MODEL)
+        ranks = RankStore(store)
+        rankings = {tests: rs for tests, (_s, rs) in ranks.rankings().items()}
+        model_execs = ranks.executions(RankTests.MODEL)
         samples = {s.index: s for s in store.samples()}
     right = {1, 2, 6}
     for tests in (RankTests.MODEL, RankTests.BOTH):

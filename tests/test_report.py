@@ -16,7 +16,7 @@ from coderun.cli.main import app
 from coderun.envs.versions import coderun_environment
 from coderun.evaluation.store import Result, RunInfo, RunSample, RunStore, RunTask
 from coderun.records import ContextSet, Level, Package, ProjectEnvironment, RunEnvironment, VerdictKind
-from coderun.report.stats import paired_bootstrap, paired_permutation_test
+from coderun.stats import paired_bootstrap, paired_permutation_test
 
 LEVELS = {"t1": Level.SELF_CONTAINED, "t2": Level.SLIB_RUNNABLE, "t3": Level.CLASS_RUNNABLE,
           "t4": Level.PROJECT_RUNNABLE}

@@ -153,7 +153,7 @@ def test_run_folders_with_a_dict_config_still_open(tmp_path):
     for config, kind in ((old, "eval"), (imported, "imported")):
         raw = {"run_id": "r1", "kind": kind, "created_at": "2024-01-01T00:00:00+00:00", "label": "m",
                "source": None, "config": config}
-        with store._tx() as c:
+        with store.transaction() as c:
             c.execute("INSERT OR REPLACE INTO meta VALUES ('info', ?)", (json.dumps(raw),))
         info = store.info()
         if kind == "eval":

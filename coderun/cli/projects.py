@@ -96,7 +96,7 @@ def add(source: str = typer.Argument(..., help='A git URL (https, ssh, file://),
                                           "only); off by default, as in CoderEval."),
         ) -> None:
     """Draft a manifest for a repository: python version, dependencies and tests read from its files."""
-    from coderun.envs.drafting import DraftOptions, make_draft
+    from coderun.draft.make import DraftOptions, make_draft
 
     if output is not None and output.exists() and not force:
         raise UsageError(f"{output} already exists", hint="pass --force to overwrite it, or choose another -o")

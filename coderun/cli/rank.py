@@ -10,10 +10,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from coderun.cli._common import console, err_console, settings
 from coderun.errors import UsageError
-from coderun.evaluation.ranking import RankTests
 from coderun.evaluation.store import resolve_run_dir
 from coderun.rank.pipeline import ModelSpec, RankOutcome, RankRequest, rank
-from coderun.report.ranking import caption, counts_line, lift_rows
+from coderun.rank.records import RankTests
+from coderun.rank.summary import caption, counts_line, lift_rows
 from coderun.report.terminal import make_table
 
 

@@ -67,7 +67,7 @@ def _missing_module(module: str, manifest: Manifest) -> tuple[str, str]:
         return ("No module named 'pkg_resources': setuptools releases from 2025 on no longer have it",
                 'add "setuptools<70" to install.requirements')
     from coderun.envs.index import releases
-    from coderun.manifests.draft.imports import distribution_for
+    from coderun.envs.providers import distribution_for
 
     dist = distribution_for(top, set(), lambda n: len(releases(n)))
     return (f"No module named {module!r}: nothing installed provides it",
@@ -75,7 +75,7 @@ def _missing_module(module: str, manifest: Manifest) -> tuple[str, str]:
 
 
 def _harness_pin(manifest: Manifest) -> tuple[str, str] | None:
-    from coderun.manifests.draft.requirements import harness_compatible
+    from coderun.envs.pins import harness_compatible
 
     for req in manifest.install.requirements:
         fixed, why = harness_compatible(req)

@@ -6,12 +6,15 @@ the report).
     <run dir>/spliced/         each sample's spliced file
     <run dir>/logs/            each sample's test log
     <run dir>/report.json, report.md   written when the run ends
-    <run dir>/rank/            what `coderun rank` wrote (its executions and rankings are tables of the store)
+    <run dir>/rank/            what `coderun rank` wrote (its executions and rankings are tables it keeps in
+                               run.sqlite, on the store's connection: coderun/rank/store.py)
 
 Crash safety: WAL journal, one transaction per finished sample (`record_result` commits before it
 returns), so a SIGKILL loses at most the samples still running. `pending()` lists the samples without a
 result, for `--resume`. A result is keyed by (task_id, sample index): recording it again replaces it and
-never duplicates it. One store may be shared by worker threads (a lock serialises writes).
+never duplicates it. One store may be shared by worker threads (a lock serialises writes). A later stage
+that keeps records of its own in the run (`coderun rank`) makes its tables on the same connection
+(`connection`, `has_table`) and writes them through `transaction`, under the same lock.
 """
 
 from __future__ import annotations
@@ -33,7 +36,6 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 from coderun.choices import Backend, Executor, Isolation
 from coderun.config import Settings
 from coderun.errors import StoreError
-from coderun.evaluation.ranking import Execution, GeneratedTests, RankSummary, RankTests, TaskRanking
 from coderun.records import (
     ContextSet,
     Evidence,
@@ -62,18 +64,6 @@ CREATE TABLE IF NOT EXISTS results (
     evidence TEXT, spliced_path TEXT, log_path TEXT, duration REAL NOT NULL DEFAULT 0,
     finished_at TEXT NOT NULL, rigor TEXT, PRIMARY KEY (task_id, idx),
     FOREIGN KEY (task_id, idx) REFERENCES samples(task_id, idx));
-"""
-
-
-# coderun rank's tables, made by the first ranking (a run never ranked has none; readers then find nothing).
-_RANK_SCHEMA = """
-CREATE TABLE IF NOT EXISTS rank_executions (
-    task_id TEXT NOT NULL, hash TEXT NOT NULL, tests TEXT NOT NULL, key TEXT NOT NULL, record TEXT NOT NULL,
-    PRIMARY KEY (task_id, hash, tests, key));
-CREATE TABLE IF NOT EXISTS rank_tests (task_id TEXT PRIMARY KEY, record TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS rankings (
-    tests TEXT NOT NULL, task_id TEXT NOT NULL, record TEXT NOT NULL, PRIMARY KEY (tests, task_id));
-CREATE TABLE IF NOT EXISTS rank_summaries (tests TEXT PRIMARY KEY, record TEXT NOT NULL, at TEXT NOT NULL);
 """
 
 
@@ -117,7 +107,7 @@ class RunInfo(BaseModel):
 
     run_id: str
     kind: RunKind = RunKind.EVAL
-    created_at: str = Field(default_factory=lambda: _now())
+    created_at: str = Field(default_factory=lambda: utc_now())
     label: str = ""                                   # shown in reports (model, prompt variant...)
     source: str | None = None                         # imported runs: the file the verdicts came from
     # How the run was made; the first that validates (both forbid unknown fields, so they cannot mix).
@@ -177,7 +167,7 @@ class Result(BaseModel):
     spliced_path: str | None = None                   # relative to the run folder when inside it
     log_path: str | None = None
     duration: float = 0.0
-    finished_at: str = Field(default_factory=lambda: _now())
+    finished_at: str = Field(default_factory=lambda: utc_now())
     rigor: PlusOutcome | None = None                  # both verdicts (runs made before pass+: None)
 
     @classmethod
@@ -193,7 +183,7 @@ def code_hash(code: str) -> str:
     return hashlib.sha256("\n".join(line for line in lines if line).encode("utf-8")).hexdigest()
 
 
-def _now() -> str:
+def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
@@ -222,7 +212,6 @@ class RunStore:
         self.path = path
         self._conn = conn
         self._lock = threading.Lock()
-        self._rank_tables = False   # coderun rank's tables made (or found) by this store object
 
     # -- lifecycle ------------------------------------------------------------------------------
     @classmethod
@@ -236,7 +225,7 @@ class RunStore:
         except OSError as e:
             raise StoreError(f"cannot create the run folder {path}: {e.strerror or e}") from None
         store = cls(path, _connect(path / DB_NAME))
-        with store._tx() as c:
+        with store.transaction() as c:
             c.executescript(_SCHEMA)
             c.execute("INSERT INTO meta VALUES ('schema', ?), ('info', ?)",
                       (str(SCHEMA_VERSION), info.model_dump_json()))
@@ -261,7 +250,7 @@ class RunStore:
         """Runs made before pass+ have no `rigor` column: added (empty), so they open and resume as before."""
         columns = {row[1] for row in self._conn.execute("PRAGMA table_info(results)")}
         if "rigor" not in columns:
-            with self._tx() as c:
+            with self.transaction() as c:
                 c.execute("ALTER TABLE results ADD COLUMN rigor TEXT")
 
     def close(self) -> None:
@@ -274,7 +263,9 @@ class RunStore:
         self.close()
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write on the run's connection, under the store's lock: committed when the block ends, rolled
+        back (and a StoreError raised) when it fails."""
         with self._lock:
             try:
                 with self._conn:          # commits on success, rolls back on error
@@ -285,11 +276,11 @@ class RunStore:
 
     # -- writing -----------------------------------------------------------------------------------
     def set_info(self, info: RunInfo) -> None:
-        with self._tx() as c:
+        with self.transaction() as c:
             c.execute("INSERT OR REPLACE INTO meta VALUES ('info', ?)", (info.model_dump_json(),))
 
     def set_environment(self, env: RunEnvironment) -> None:
-        with self._tx() as c:
+        with self.transaction() as c:
             c.execute("INSERT OR REPLACE INTO meta VALUES ('environment', ?)", (env.model_dump_json(),))
 
     def add_tasks(self, tasks: Iterable[RunTask | Task]) -> None:
@@ -297,13 +288,13 @@ class RunStore:
         for t in tasks:
             rt = t if isinstance(t, RunTask) else RunTask.from_task(t)
             rows.append((rt.task_id, rt.project, rt.level.value, rt.model_dump_json()))
-        with self._tx() as c:
+        with self.transaction() as c:
             c.executemany("INSERT OR REPLACE INTO tasks VALUES (?, ?, ?, ?)", rows)
 
     def add_samples(self, samples: Iterable[RunSample]) -> None:
         rows = [(s.task_id, s.index, s.code, s.hash or code_hash(s.code), json.dumps(s.metadata))
                 for s in samples]
-        with self._tx() as c:
+        with self.transaction() as c:
             c.executemany("INSERT OR IGNORE INTO samples VALUES (?, ?, ?, ?, ?)", rows)
 
     def record_result(self, result: Result) -> None:
@@ -315,70 +306,10 @@ class RunStore:
                  r.evidence.model_dump_json() if r.evidence else None, self._rel(r.spliced_path),
                  self._rel(r.log_path), r.duration, r.finished_at, r.rigor.model_dump_json() if r.rigor else None)
                 for r in results]
-        with self._tx() as c:
+        with self.transaction() as c:
             c.executemany("INSERT OR REPLACE INTO results (task_id, idx, verdict, failure, reason, evidence, "
                           "spliced_path, log_path, duration, finished_at, rigor) "
                           "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
-
-    # -- ranking (coderun rank) ---------------------------------------------------------------------------
-    def _rank_tx(self):
-        """A transaction on coderun rank's tables, made the first time this store writes them."""
-        if not self._rank_tables:
-            with self._tx() as c:
-                c.executescript(_RANK_SCHEMA)
-            self._rank_tables = True
-        return self._tx()
-
-    def record_rank_execution(self, e: Execution) -> None:
-        """Committed before returning, so ranking resumes where it stopped."""
-        with self._rank_tx() as c:
-            c.execute("INSERT OR REPLACE INTO rank_executions VALUES (?, ?, ?, ?, ?)",
-                      (e.task_id, e.hash, e.tests.value, e.key, e.model_dump_json()))
-
-    def rank_executions(self, tests: RankTests) -> dict[tuple[str, str, str], Execution]:
-        """(task, hash, key) -> the stored execution, for one kind of tests."""
-        if not self._has("rank_executions"):
-            return {}
-        rows = self._conn.execute("SELECT record FROM rank_executions WHERE tests = ?", (tests.value,))
-        out = {}
-        for (text,) in rows:
-            e = _load(Execution, text, self.path)
-            out[e.task_id, e.hash, e.key] = e
-        return out
-
-    def set_generated_tests(self, tests: GeneratedTests) -> None:
-        with self._rank_tx() as c:
-            c.execute("INSERT OR REPLACE INTO rank_tests VALUES (?, ?)", (tests.task_id, tests.model_dump_json()))
-
-    def generated_tests(self) -> dict[str, GeneratedTests]:
-        if not self._has("rank_tests"):
-            return {}
-        rows = self._conn.execute("SELECT record FROM rank_tests").fetchall()
-        return {g.task_id: g for g in (_load(GeneratedTests, r[0], self.path) for r in rows)}
-
-    def set_ranking(self, rankings: Iterable[TaskRanking], summary: RankSummary) -> None:
-        """One ranking per kind of tests: a new one replaces the previous."""
-        rows = [(t.tests.value, t.task_id, t.model_dump_json()) for t in rankings]
-        with self._rank_tx() as c:
-            c.execute("DELETE FROM rankings WHERE tests = ?", (summary.tests.value,))
-            c.executemany("INSERT INTO rankings VALUES (?, ?, ?)", rows)
-            c.execute("INSERT OR REPLACE INTO rank_summaries VALUES (?, ?, ?)",
-                      (summary.tests.value, summary.model_dump_json(), _now()))
-
-    def rankings(self) -> dict[RankTests, tuple[RankSummary, list[TaskRanking]]]:
-        """Every ranking of the run, by kind of tests (empty when the run was never ranked)."""
-        if not self._has("rank_summaries"):
-            return {}
-        out = {}
-        for tests, text in self._conn.execute("SELECT tests, record FROM rank_summaries ORDER BY tests").fetchall():
-            rows = self._conn.execute("SELECT record FROM rankings WHERE tests = ? ORDER BY task_id", (tests,))
-            out[RankTests(tests)] = (_load(RankSummary, text, self.path),
-                                     [_load(TaskRanking, r[0], self.path) for r in rows])
-        return out
-
-    def _has(self, table: str) -> bool:
-        return self._conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
-                                  (table,)).fetchone() is not None
 
     def _rel(self, p: str | None) -> str | None:
         if p is None:
@@ -388,19 +319,29 @@ class RunStore:
         except ValueError:
             return p
 
+    # -- the connection, for the tables of later stages ------------------------------------------------
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The run's sqlite connection, to read; writes go through `transaction`."""
+        return self._conn
+
+    def has_table(self, table: str) -> bool:
+        return self._conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
+                                  (table,)).fetchone() is not None
+
     # -- reading -----------------------------------------------------------------------------------
     def info(self) -> RunInfo:
         row = self._conn.execute("SELECT value FROM meta WHERE key='info'").fetchone()
-        return _load(RunInfo, row[0], self.path)
+        return load_record(RunInfo, row[0], self.path)
 
     def environment(self) -> RunEnvironment | None:
         """What ran the benchmark; None for a run made before coderun recorded it, or imported."""
         row = self._conn.execute("SELECT value FROM meta WHERE key='environment'").fetchone()
-        return _load(RunEnvironment, row[0], self.path) if row else None
+        return load_record(RunEnvironment, row[0], self.path) if row else None
 
     def tasks(self) -> list[RunTask]:
         rows = self._conn.execute("SELECT record FROM tasks ORDER BY task_id").fetchall()
-        return [_load(RunTask, r[0], self.path) for r in rows]
+        return [load_record(RunTask, r[0], self.path) for r in rows]
 
     def samples(self) -> list[RunSample]:
         rows = self._conn.execute("SELECT task_id, idx, code, hash, metadata FROM samples ORDER BY task_id, idx")
@@ -446,7 +387,7 @@ def _connect(db: Path) -> sqlite3.Connection:
     return conn
 
 
-def _load(model: type[BaseModel], text: str, path: Path) -> Any:
+def load_record(model: type[BaseModel], text: str, path: Path) -> Any:
     try:
         return model.model_validate_json(text)
     except ValidationError as e:
@@ -466,9 +407,9 @@ def _load_evidence(text: str, path: Path) -> Evidence:
         data = _json_or_none(text)
     old = data.get("tampering") if isinstance(data, dict) else None
     if not isinstance(old, list) or not any(isinstance(t, str) for t in old):
-        return _load(Evidence, text, path)  # not an older run's evidence: say what does not validate
+        return load_record(Evidence, text, path)  # not an older run's evidence: say what does not validate
     data["tampering"] = [_legacy_finding(t) if isinstance(t, str) else t for t in old]
-    return _load(Evidence, json.dumps(data), path)
+    return load_record(Evidence, json.dumps(data), path)
 
 
 def _json_or_none(text: str) -> Any:

@@ -1,13 +1,16 @@
 """Ranking a finished run's samples without the oracle (issue 24, CodeT in project context): `coderun rank`.
 
-One module per stage, in the order data flows (the typed records passed between them and kept in the run
-store are evaluation/ranking.py's; the lift table as reports show it is report/ranking.py's):
+One module per stage, in the order data flows, beside the two they share:
+
+    records     the typed records the stages pass and the run keeps (reports read them: rank is below report)
+    store       rank's own tables in the run's run.sqlite, on the run store's connection
 
     execute     every distinct sample of a task run in the sandbox on the task's inputs (`--tests inputs`) or
                 against tests the model wrote (`--tests model`); deduplicated, cached in the run store
     generate    `--tests model`: test cases asked of the model, parsed and kept in the run store
     cluster     samples grouped by identical behaviour and scored (pure)
     metrics     ranked pass@1 beside pass@1 and pass@10, with a paired bootstrap interval for the lift (pure)
+    summary     the lift table and its notes, as `coderun rank`, RUN/rank/summary-T.md and reports show them
     output      RUN/rank/ (ranking-T.json, summary-T.md, ranked-T.jsonl) and the ranked samples file
     pipeline    the stages in order (what the CLI calls)
 

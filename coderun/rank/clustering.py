@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from coderun.evaluation.ranking import ExecStatus, Execution, RankedSample, RankTests, TaskRanking
 from coderun.plus.differential import disagreement
+from coderun.rank.records import ExecStatus, Execution, RankedSample, RankTests, TaskRanking
 
 
 @dataclass(frozen=True)

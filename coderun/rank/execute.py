@@ -8,7 +8,7 @@ target on every input and returns observations. The payload holds the
 inputs only; what the original did on them stays on the host (and ranking never reads it).
 `--tests model`: the same run with the generated tests as the test file (see `model_run`).
 
-Every execution is recorded in the run store as it finishes (`rank_executions`), keyed by the code's hash and
+Every execution is recorded in the run store as it finishes (`rank_executions`: store.py), keyed by the code's hash and
 the set it ran against, so a ranking that is stopped resumes, and identical code runs once per task.
 A sandbox failure is recorded as infra and run again next time.
 """
@@ -26,10 +26,10 @@ from pathlib import Path
 
 from coderun.config import Settings
 from coderun.evaluation.projects import projects_of_run
-from coderun.evaluation.ranking import ExecStatus, Execution, GeneratedTests, RankTests
-from coderun.evaluation.store import RunStore
 from coderun.plus.inputs import check_payload
 from coderun.rank.generate import generated_file, generated_path
+from coderun.rank.records import ExecStatus, Execution, GeneratedTests, RankTests
+from coderun.rank.store import RankStore
 from coderun.records import Evidence, Task, TaskInputs
 from coderun.runner.executors import Pool, make_pool
 from coderun.runner.project import RunProject, task_slug
@@ -57,11 +57,12 @@ def inputs_key(inputs: TaskInputs) -> str:
     return hashlib.sha256(json.dumps([inputs.target, inputs.inputs]).encode("utf-8")).hexdigest()[:16]
 
 
-def run_jobs(jobs: list[Job], store: RunStore, settings: Settings, *, slots: int,
+def run_jobs(jobs: list[Job], ranks: RankStore, settings: Settings, *, slots: int,
              progress: Callable[[Execution], None] = lambda _e: None) -> list[Execution]:
     """Run every job (none is cached here: the caller leaves out what the store has), recording each."""
     if not jobs:
         return []
+    store = ranks.run
     config = store.info().eval_config()
     tasks = {j.task.task_id: j.task for j in jobs}
     projects = projects_of_run(store, [j.task.project for j in jobs], settings, tasks)
@@ -72,7 +73,7 @@ def run_jobs(jobs: list[Job], store: RunStore, settings: Settings, *, slots: int
         futures = [ex.submit(_execute, j, pool, projects[j.task.project], store.path) for j in jobs]
         for fut in as_completed(futures):
             e = fut.result()
-            store.record_rank_execution(e)
+            ranks.record_execution(e)
             out.append(e)
             progress(e)
     return out

@@ -26,11 +26,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from string import Template
 
-from coderun.evaluation.ranking import GeneratedTest, GeneratedTests
 from coderun.generate.base import Endpoint, GenerationRequest, Provider
 from coderun.prompts.build import PromptSpec, build_prompt
 from coderun.prompts.source import ProjectSource
 from coderun.prompts.templates import DEFAULT_COMPLETION, Templates
+from coderun.rank.records import GeneratedTest, GeneratedTests
 from coderun.records import Task
 
 TEST_FILE = "test_coderun_rank_generated.py"

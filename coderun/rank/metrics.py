@@ -9,11 +9,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from coderun.evaluation.ranking import Lift, RankSummary, RankTests, TaskRanking
 from coderun.evaluation.store import Result
+from coderun.rank.records import Lift, RankSummary, RankTests, TaskRanking
 from coderun.records import Level, VerdictKind
-from coderun.report.metrics import pass_at_k
-from coderun.report.stats import paired_bootstrap
+from coderun.stats import paired_bootstrap, pass_at_k
 
 ITERS = 10000
 SEED = 0

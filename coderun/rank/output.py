@@ -9,9 +9,9 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from coderun.evaluation.ranking import RankSummary, TaskRanking
 from coderun.evaluation.store import RunSample
-from coderun.report.ranking import markdown
+from coderun.rank.records import RankSummary, TaskRanking
+from coderun.rank.summary import markdown
 
 _RESERVED = ("task_id", "solution", "completion", "prompt", "score", "cluster", "rank", "run_index")
 

@@ -14,14 +14,6 @@ from pathlib import Path
 from coderun.config import Settings
 from coderun.envs.sources import checkout
 from coderun.errors import UsageError
-from coderun.evaluation.ranking import (
-    ExecStatus,
-    Execution,
-    GeneratedTests,
-    RankSummary,
-    RankTests,
-    TaskRanking,
-)
 from coderun.evaluation.store import RunSample, RunStore, RunTask
 from coderun.generate.base import RetryPolicy, get_provider
 from coderun.manifests.schema import find_manifest
@@ -30,6 +22,15 @@ from coderun.rank.execute import Job, inputs_key, pending, run_jobs
 from coderun.rank.generate import DOES_NOT_PARSE, PARAMETRIZED, READS_SOURCE, ask
 from coderun.rank.metrics import summarize
 from coderun.rank.output import write_folder, write_ranked
+from coderun.rank.records import (
+    ExecStatus,
+    Execution,
+    GeneratedTests,
+    RankSummary,
+    RankTests,
+    TaskRanking,
+)
+from coderun.rank.store import RankStore
 
 Executions = dict[tuple[str, str, str], Execution]
 
@@ -89,21 +90,22 @@ class _Task:
 def rank(req: RankRequest, settings: Settings, *, on_start: Callable[[int], None] = lambda _n: None,
          progress: Callable[[Execution], None] = lambda _e: None) -> RankOutcome:
     with RunStore.open(req.run_dir) as store:
+        ranks = RankStore(store)
         config = store.info().eval_config()
         if store.pending():
             raise UsageError(f"{req.run_dir}: the run is not finished ({len(store.pending())} samples without a "
                              "verdict)", hint=f"finish it first: coderun eval --resume {req.run_dir}")
-        tasks = _tasks(store, req, settings)
+        tasks = _tasks(ranks, req, settings)
         jobs = [j for kind in req.kinds for j in _jobs(kind, tasks)]
-        done = {kind: store.rank_executions(kind) for kind in req.kinds}
+        done = {kind: ranks.executions(kind) for kind in req.kinds}
         todo = [j for kind in req.kinds for j in pending([j for j in jobs if j.tests is kind], done[kind])]
         on_start(len(todo))
-        run_jobs(todo, store, settings, slots=req.jobs, progress=progress)
-        done = {kind: store.rank_executions(kind) for kind in req.kinds}
+        run_jobs(todo, ranks, settings, slots=req.jobs, progress=progress)
+        done = {kind: ranks.executions(kind) for kind in req.kinds}
         rankings = [_rank(t, done, req) for t in tasks]
         summary = summarize(store.info().run_id, req.tests, config.rigor, rankings, store.results())
         summary.counts = dict(sum((Counter(r.counts) for r in rankings), Counter()))
-        store.set_ranking(rankings, summary)
+        ranks.set_ranking(rankings, summary)
         samples = {(s.task_id, s.index): s for t in tasks for s in t.samples}
         folder = write_folder(store.path, summary, rankings, samples)
         if req.output is not None:
@@ -111,24 +113,25 @@ def rank(req: RankRequest, settings: Settings, *, on_start: Callable[[int], None
     return RankOutcome(summary, rankings, folder, executed=len(todo), cached=len(jobs) - len(todo))
 
 
-def _tasks(store: RunStore, req: RankRequest, settings: Settings) -> list[_Task]:
+def _tasks(ranks: RankStore, req: RankRequest, settings: Settings) -> list[_Task]:
     """The run's tasks with samples; with model tests, each with the tests the model wrote (asked now when
     the store has none for it)."""
+    store = ranks.run
     run_tasks = {t.task_id: t for t in store.tasks() if t.task is not None}
     by_task: dict[str, list[RunSample]] = defaultdict(list)
     for s in store.samples():
         by_task[s.task_id].append(s)
-    generated = store.generated_tests() if RankTests.MODEL in req.kinds else {}
+    generated = ranks.generated_tests() if RankTests.MODEL in req.kinds else {}
     missing = [t for t in sorted(by_task) if RankTests.MODEL in req.kinds and t not in generated]
     if missing:
-        generated.update(_ask(store, req, settings, [run_tasks[t] for t in missing]))
+        generated.update(_ask(ranks, req, settings, [run_tasks[t] for t in missing]))
     return [_Task(run_tasks[t], samples, generated.get(t)) for t, samples in sorted(by_task.items())]
 
 
-def _ask(store: RunStore, req: RankRequest, settings: Settings, tasks: list[RunTask]) -> dict[str, GeneratedTests]:
+def _ask(ranks: RankStore, req: RankRequest, settings: Settings, tasks: list[RunTask]) -> dict[str, GeneratedTests]:
     m = req.model
     assert m is not None  # checked by RankRequest
-    manifests = store.info().eval_config().manifests
+    manifests = ranks.run.info().eval_config().manifests
     projects = {p: find_manifest(manifests.get(p) or p, settings) for p in {rt.project for rt in tasks}}
     roots = {p: checkout(manifest, settings).path for p, manifest in projects.items()}  # the run's manifests
     out = {}
@@ -136,7 +139,7 @@ def _ask(store: RunStore, req: RankRequest, settings: Settings, tasks: list[RunT
     with get_provider("openai", base_url=m.base_url, api_key=m.api_key, retry=retry) as provider:
         for rt in tasks:
             g = ask(provider, m.model, rt.task, roots[rt.project], projects[rt.project].import_root, m.requests)
-            store.set_generated_tests(g)  # kept at once: a resumed ranking does not ask again
+            ranks.set_generated_tests(g)  # kept at once: a resumed ranking does not ask again
             out[rt.task_id] = g
     return out
 

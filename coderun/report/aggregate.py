@@ -17,8 +17,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from coderun.evaluation.ranking import RankSummary
 from coderun.evaluation.store import Result, RunInfo, RunStore, RunTask
+from coderun.rank.records import RankSummary
+from coderun.rank.store import RankStore
 from coderun.records import Level, RunEnvironment, VerdictKind
 from coderun.report.flags import sample_flags
 from coderun.report.metrics import (
@@ -33,8 +34,8 @@ from coderun.report.metrics import (
     task_token_hits,
 )
 from coderun.report.reach import ReachKind, grader_reach
-from coderun.report.stats import paired_bootstrap, paired_permutation_test
 from coderun.runner.taxonomy import primary_of
+from coderun.stats import paired_bootstrap, paired_permutation_test
 
 
 class Model(BaseModel):
@@ -163,7 +164,7 @@ def build_report(store: RunStore, ks: Sequence[int], under_k: UnderK = UnderK.EX
     level_names = [lv.value for lv in Level if lv.value in groups]
     flags = _flags(store, tasks)
     rows = [_task_row(tasks[t], by_task[t], ks, under_k, info.run_id, flags) for t in groups["overall"]]
-    ranked = store.rankings()
+    ranked = RankStore(store).rankings()
     tops: dict[str, dict[str, int]] = {}
     for tests, (_s, rs) in ranked.items():
         for r in rs:

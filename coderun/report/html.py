@@ -21,11 +21,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from coderun.envs.versions import ENVIRONMENT_FILE  # noqa: E402
+from coderun.rank.summary import caption as rank_caption  # noqa: E402
+from coderun.rank.summary import counts_line, lift_rows  # noqa: E402
 from coderun.records import Package, VerdictKind  # noqa: E402
 from coderun.report.aggregate import Comparison, RunReport, TaskRow, report_files  # noqa: E402
 from coderun.report.metrics import CONTEXT_KINDS  # noqa: E402
-from coderun.report.ranking import caption as rank_caption  # noqa: E402
-from coderun.report.ranking import counts_line, lift_rows  # noqa: E402
 from coderun.report.render import FAILURE_ORDER, group_rows, pct, reach_text, task_notes  # noqa: E402
 
 PALETTE = {"pass": "#2e7d32", "syntax": "#8e24aa", "runtime": "#e65100", "functional": "#c62828",

@@ -1,9 +1,8 @@
 """Pass@k and Acc@k: scoring many samples of a task (one sample is scored by `runner.grade`).
 
 Pass@k
-    The unbiased estimator of Chen et al. (HumanEval), 1 - C(n-c, k) / C(n, k), computed as the product
-    1 - prod_{i=n-c+1..n} (1 - k/i), which never forms a binomial coefficient and so neither overflows nor
-    loses precision for large n. A benchmark's pass@k is the mean over tasks.
+    Each task's by the unbiased estimator of Chen et al. (HumanEval), `coderun.stats.pass_at_k`. A
+    benchmark's pass@k is the mean over tasks.
 
 Tasks with fewer samples than k (`UnderK`)
     The estimator is undefined when n < k. Three policies:
@@ -39,7 +38,6 @@ from __future__ import annotations
 
 import ast
 import io
-import math
 import re
 import textwrap
 import tokenize
@@ -51,6 +49,7 @@ from enum import Enum
 from coderun.errors import UsageError
 from coderun.prompts.source import header_colon
 from coderun.records import ContextSet
+from coderun.stats import pass_at_k
 
 CONTEXT_KINDS = ("classes", "apis", "vars")
 
@@ -59,19 +58,6 @@ class UnderK(str, Enum):
     EXCLUDE = "exclude"
     CODEREVAL = "codereval"
     PAD = "pad"
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k for one task: n samples, c of them correct (requires 1 <= k <= n)."""
-    if k < 1:
-        raise ValueError(f"k must be at least 1, got {k}")
-    if not 0 <= c <= n:
-        raise ValueError(f"need 0 <= c <= n, got n={n}, c={c}")
-    if n < k:
-        raise ValueError(f"pass@{k} is undefined for {n} samples; choose an UnderK policy")
-    if n - c < k:
-        return 1.0
-    return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
 
 
 def task_pass_at_k(n: int, c: int, k: int, under_k: UnderK = UnderK.EXCLUDE,

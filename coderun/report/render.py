@@ -15,12 +15,12 @@ from rich.console import Group
 from rich.text import Text
 
 from coderun.envs.versions import ENVIRONMENT_FILE
+from coderun.rank.summary import caption as rank_caption
+from coderun.rank.summary import lift_rows
+from coderun.rank.summary import markdown as rank_markdown
 from coderun.records import RunEnvironment
 from coderun.report.aggregate import Comparison, GroupStats, RunReport, SampleRow, sample_rows
 from coderun.report.metrics import CONTEXT_KINDS
-from coderun.report.ranking import caption as rank_caption
-from coderun.report.ranking import lift_rows
-from coderun.report.ranking import markdown as rank_markdown
 from coderun.report.terminal import EMPTY, Fit, drop_columns, empty_columns, make_table
 from coderun.runner.taxonomy import Primary
 

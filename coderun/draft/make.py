@@ -1,8 +1,8 @@
 """`coderun projects add`: fetch a source the user points at, then draft its manifest.
 
-Fetching is this stage's (coderun.envs.sources, the same checkout as any manifest's), as are the questions a
-draft asks the machine: which interpreters are on PATH, what pip's package index has. Reading the fetched
-tree into a manifest is coderun.manifests.draft's.
+Fetching is coderun.envs.sources' (the same checkout as any manifest's); the questions a draft asks the
+machine (which interpreters are on PATH, what pip's package index has) are answered here, as `Probes`.
+Reading the fetched tree into a manifest is the other modules of this package's.
 """
 
 from __future__ import annotations
@@ -19,10 +19,7 @@ from pathlib import Path
 import git
 
 from coderun.config import Settings
-from coderun.envs.index import released, releases
-from coderun.envs.sources import Checkout, checkout, commit_date, download_sdist, pip_command
-from coderun.errors import ManifestError, SourceError, UsageError
-from coderun.manifests.draft import (
+from coderun.draft import (
     Builder,
     Metadata,
     Probes,
@@ -33,8 +30,11 @@ from coderun.manifests.draft import (
     resolve_source,
     sanitize_name,
 )
-from coderun.manifests.draft.dating import Dated, changelog_date, declared_versions, exact_pins, tag_version
-from coderun.manifests.draft.requirements import dist_key
+from coderun.draft.dating import Dated, changelog_date, declared_versions, exact_pins, tag_version
+from coderun.envs.index import released, releases
+from coderun.envs.pins import dist_key
+from coderun.envs.sources import Checkout, checkout, commit_date, download_sdist, pip_command
+from coderun.errors import ManifestError, SourceError, UsageError
 from coderun.manifests.schema import Manifest, parse_manifest
 
 

@@ -6,22 +6,21 @@ from __future__ import annotations
 
 import re
 
-from coderun.manifests.draft.context import DraftContext
-from coderun.manifests.draft.imports import distribution_for, normalize, provided_by
-from coderun.manifests.draft.metadata import TEST_EXTRAS
-from coderun.manifests.draft.requirements import (
+from coderun.draft.context import DraftContext
+from coderun.draft.metadata import TEST_EXTRAS
+from coderun.draft.requirements import (
     NOT_FOR_TESTS,
     dedupe,
-    dist_key,
-    harness_compatible,
     named_extras,
     read_requirements_file,
     test_requirement_files,
     tox_deps,
     valid_req,
 )
-from coderun.manifests.draft.testfiles import py_files
-from coderun.manifests.draft.testsuite import Imports
+from coderun.draft.testfiles import py_files
+from coderun.draft.testsuite import Imports
+from coderun.envs.pins import dist_key, harness_compatible
+from coderun.envs.providers import distribution_for, normalize, provided_by
 
 RENAME_PYTEST_SECTION = ("python -c \"import pathlib; p = pathlib.Path('setup.cfg'); "
                          "p.write_text(p.read_text().replace('[pytest]', '[tool:pytest]', 1))\"")

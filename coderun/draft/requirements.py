@@ -1,4 +1,5 @@
-"""Requirement strings and files: names, pip requirements files, tox deps, and what a test run does not need."""
+"""Requirement strings and files: pip requirements files, tox deps, and what a test run does not need (the
+distribution a requirement names, and the pins the harness cannot run with: coderun.envs.pins)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 
-from coderun.manifests.draft.configfiles import cfg_lines, read_cfg
+from coderun.draft.configfiles import cfg_lines, read_cfg
+from coderun.envs.pins import dist_key
 
 # Tools a test run does not need; old pins of them are the usual reason a requirements file will not install.
 NOT_FOR_TESTS = re.compile(
@@ -18,12 +20,6 @@ NOT_FOR_TESTS = re.compile(
     r"types-.*|coveralls|codecov|ipython|ipdb|pdbpp|doc8|restructuredtext[-_]lint|autopep8|yapf|"
     r"setuptools[-_]scm|build|pip-tools|mccabe|typed[-_]ast|towncrier|zest\.releaser|sphinx_rtd_theme|furo|mkdocs.*|"
     r"pytest[-_](flake8.*|pylint|mypy.*|black|isort|pycodestyle|pep8|codestyle|pydocstyle|ruff|flakes))$", re.I)
-
-
-def dist_key(req: str) -> str:
-    """The normalized distribution name of a requirement string ("" when it is not one)."""
-    m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", req)
-    return re.sub(r"[-_.]+", "-", m.group(1)).lower() if m else ""
 
 
 def valid_req(req: str) -> bool:
@@ -98,32 +94,6 @@ def dedupe(reqs: Iterable[str], skip: Iterable[str] = ()) -> list[str]:
             seen.add(k)
             out.append(r)
     return out
-
-
-# What coderun's harness runs with (coderun.envs.resolve.TOOLING): a pin that excludes every such release is
-# replaced. Releases of each series that the check tries.
-_HARNESS = {"pytest": ("pytest>=4.6", "coderun runs the tests with pytest 4.6 or later",
-                       ("4.6.11", "5.4.3", "6.2.5", "7.4.4", "8.3.5")),
-            "coverage": ("coverage>=5", "coderun maps tests to functions with coverage 5 or later",
-                         ("5.5", "6.5.0", "7.6.1")),
-            "pytest-cov": ("pytest-cov", "its old releases need a coverage older than coderun's", ())}
-
-
-def harness_compatible(req: str) -> tuple[str, str | None]:
-    """(`req`, None), or a requirement coderun's harness can run with and why `req` was replaced."""
-    key = dist_key(req)
-    if key not in _HARNESS:
-        return req, None
-    replacement, why, series = _HARNESS[key]
-    try:
-        spec = Requirement(req).specifier
-    except InvalidRequirement:
-        return req, None
-    if not str(spec):
-        return req, None
-    if series and any(spec.contains(v) for v in series):
-        return req, None
-    return replacement, why
 
 
 _EXTRAS_IN_COMMAND = re.compile(r"""(?:pip\s+install|session\.install\(|uv\s+pip\s+install)[^\n]*?["']?\.\[([\w,\s-]+)\]""")

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import git
 
+from coderun.draft.metadata import Metadata
 from coderun.errors import UsageError
-from coderun.manifests.draft.metadata import Metadata
 
 _PYPI_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!_-]+")
 

@@ -1,6 +1,5 @@
-"""The records of `coderun rank` (coderun/rank) kept in the run store: executions, generated tests, rankings per
-task, the lift figures. Here, beside the store, so that the store and reports read them without importing
-the later stage that makes them."""
+"""The records of `coderun rank`, passed between its stages and kept in the run (store.py): executions,
+generated tests, rankings per task, the lift figures. Reports read them too (rank is below report)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """What a tree says about its own date: the version it declares (so the index can tell when that release was
 uploaded), the changelog's date of that version, and the newest exact pins among its requirements (it cannot
-be older than what it pins). Asking the index and git is coderun.envs.drafting's; this reads files only."""
+be older than what it pins). Asking the index and git is make.py's; this reads files only."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from coderun.manifests.draft.configfiles import read_cfg, read_toml
-from coderun.manifests.draft.metadata import Metadata
-from coderun.manifests.draft.requirements import read_requirements_file, test_requirement_files
+from coderun.draft.configfiles import read_cfg, read_toml
+from coderun.draft.metadata import Metadata
+from coderun.draft.requirements import read_requirements_file, test_requirement_files
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,7 @@
 """Which distribution provides an import name: `yaml` is PyYAML's, `rest_framework_api_key`
-djangorestframework-api-key's, `magic` python-magic's.
+djangorestframework-api-key's, `magic` python-magic's. A draft adds those of what a project imports and
+nothing declares (coderun.draft.install); a build that fails on a missing module names the one to add
+(diagnose.py).
 
 The names come from pigar's database (BSD-3-Clause, refreshed with each pigar release): the top-level module
 names of every distribution on PyPI, read from their files. Many distributions ship a module of the same name

@@ -10,8 +10,8 @@ from pathlib import Path
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
-from coderun.manifests.draft.configfiles import read_cfg
-from coderun.manifests.draft.context import DraftContext
+from coderun.draft.configfiles import read_cfg
+from coderun.draft.context import DraftContext
 
 # Minor versions of Python 3 a draft may choose from, oldest first. coderun's harness (the reporter plugin and
 # the worker inside the project's interpreter) needs 3.7 (`from __future__ import annotations`).

@@ -1,25 +1,27 @@
-"""Drafting a manifest from a project's files (`coderun projects add`): read, never run.
+"""Drafting a manifest (`coderun projects add`): fetch the source the user points at, then read its files,
+never run them.
 
-setup.py is parsed with `ast`, configuration files with their parsers. Each decision is written into the
-draft as a comment naming the file it came from, so a user can check it before building an environment.
-The parts, in the order a draft is made: `source` (what the user typed; whether the tree has tests),
-`metadata` (the packaging files), `python` (which Python), `context` (the layout: import root, packages),
-`testsuite` (the tests section), `install` (the install section, from `requirements`), `render` (the YAML).
-Fetching the source and asking the machine (interpreters, the package index) is coderun.envs.drafting's,
-which calls this.
+`make` fetches the source (the same checkout as any manifest's: coderun.envs.sources), dates it and asks
+the machine what the tree cannot say (interpreters on PATH, the package index: `Probes`); then the parts
+here read the tree. setup.py is parsed with `ast`, configuration files with their parsers. Each decision is
+written into the draft as a comment naming the file it came from, so a user can check it before building an
+environment. The parts, in the order a draft is made: `source` (what the user typed; whether the tree has
+tests), `metadata` (the packaging files), `python` (which Python), `context` (the layout: import root,
+packages), `testsuite` (the tests section), `install` (the install section, from `requirements`),
+`render` (the YAML); `dating` reads the files that say when the source is from.
 """
 
 from __future__ import annotations
 
-from coderun.manifests.draft.configfiles import read_cfg
-from coderun.manifests.draft.context import DraftContext, Probes
-from coderun.manifests.draft.install import RENAME_PYTEST_SECTION, InstallGuess
-from coderun.manifests.draft.metadata import Metadata, read_metadata
-from coderun.manifests.draft.python import PY_MINORS, PythonGuess
-from coderun.manifests.draft.render import render
-from coderun.manifests.draft.source import no_tests_message, repository_url, resolve_source, sanitize_name
-from coderun.manifests.draft.testfiles import has_tests
-from coderun.manifests.draft.testsuite import TestsGuess
+from coderun.draft.configfiles import read_cfg
+from coderun.draft.context import DraftContext, Probes
+from coderun.draft.install import RENAME_PYTEST_SECTION, InstallGuess
+from coderun.draft.metadata import Metadata, read_metadata
+from coderun.draft.python import PY_MINORS, PythonGuess
+from coderun.draft.render import render
+from coderun.draft.source import no_tests_message, repository_url, resolve_source, sanitize_name
+from coderun.draft.testfiles import has_tests
+from coderun.draft.testsuite import TestsGuess
 
 __all__ = ["PY_MINORS", "Builder", "DraftContext", "Metadata", "Probes", "has_tests", "no_tests_message",
            "read_metadata", "render", "repository_url", "resolve_source", "sanitize_name"]

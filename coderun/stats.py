@@ -1,14 +1,36 @@
-"""Paired statistics over tasks, for comparing two runs on the same tasks (ablations).
+"""The estimators reports and rankings share: pure Python, importing nothing of coderun.
 
-Both take two equally long vectors of per-task scores (e.g. pass@k of each task under run A and run B,
-from `runner.metrics.per_task_pass_at_k`), paired by task. Pure Python, seeded: the same input gives the
-same interval.
+pass@k of one task
+    The unbiased estimator of Chen et al. (HumanEval), 1 - C(n-c, k) / C(n, k), computed as the product
+    1 - prod_{i=n-c+1..n} (1 - k/i), which never forms a binomial coefficient and so neither overflows nor
+    loses precision for large n. Aggregating it over tasks (and the policies for tasks with fewer than k
+    samples) is `report.metrics`'.
+
+Paired statistics over tasks
+    For comparing two runs on the same tasks (ablations), or a ranked pick with the run (`coderun rank`'s
+    lift). Both take two equally long vectors of per-task scores (e.g. pass@k of each task under run A and
+    run B, from `report.metrics.per_task_pass_at_k`), paired by task. Seeded: the same input gives the same
+    interval.
 """
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Sequence
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k for one task: n samples, c of them correct (requires 1 <= k <= n)."""
+    if k < 1:
+        raise ValueError(f"k must be at least 1, got {k}")
+    if not 0 <= c <= n:
+        raise ValueError(f"need 0 <= c <= n, got n={n}, c={c}")
+    if n < k:
+        raise ValueError(f"pass@{k} is undefined for {n} samples; choose an UnderK policy")
+    if n - c < k:
+        return 1.0
+    return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
 
 
 def _check(a: Sequence[float], b: Sequence[float]) -> None:

@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from coderun.manifests.draft.metadata import Metadata
-from coderun.manifests.draft.testfiles import is_test_name
+from coderun.draft.metadata import Metadata
+from coderun.draft.testfiles import is_test_name
 
 NAMESPACES = {"zope", "backports", "jaraco", "sphinxcontrib", "azure"}
 NOT_PACKAGES = {"tests", "test", "testing", "docs", "doc", "examples", "example", "benchmarks", "scripts",
@@ -18,7 +18,7 @@ NOT_PACKAGES = {"tests", "test", "testing", "docs", "doc", "examples", "example"
 
 @dataclass(frozen=True)
 class Probes:
-    """What a draft asks of the machine rather than the tree (coderun.envs.drafting answers)."""
+    """What a draft asks of the machine rather than the tree (make.py answers)."""
 
     has_python: Callable[[int], bool]    # an interpreter for Python 3.<minor> is on PATH
     on_index: Callable[[str], bool]      # pip's package index has this requirement's distribution

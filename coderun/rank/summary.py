@@ -1,8 +1,9 @@
-"""Ranked pass@1 as reports show it (`coderun rank` makes the figures: coderun/rank/metrics.py)."""
+"""A ranking's summary as reports and `coderun rank` show it: the lift table, its caption, what became of the
+model's tests (`metrics.py` makes the figures)."""
 
 from __future__ import annotations
 
-from coderun.evaluation.ranking import Lift, RankSummary
+from coderun.rank.records import Lift, RankSummary
 
 
 def lift_rows(summary: RankSummary) -> tuple[list[str], list[list[str]]]:

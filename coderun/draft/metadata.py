@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from pathlib import Path
 
-from coderun.manifests.draft.configfiles import cfg_lines, read_cfg, read_toml
+from coderun.draft.configfiles import cfg_lines, read_cfg, read_toml
 
 # Extras (and poetry groups) that hold test dependencies, best first.
 TEST_EXTRAS = ("test", "tests", "testing", "dev", "develop", "development")

@@ -10,9 +10,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from coderun.manifests.draft.configfiles import cfg_lines, pytest_ini, read_cfg, words
-from coderun.manifests.draft.context import NAMESPACES, DraftContext
-from coderun.manifests.draft.testfiles import (
+from coderun.draft.configfiles import cfg_lines, pytest_ini, read_cfg, words
+from coderun.draft.context import NAMESPACES, DraftContext
+from coderun.draft.testfiles import (
     defines_tests,
     holds_tests,
     is_test_name,
