@@ -40,6 +40,7 @@ from coderun.envs.testrun import (
     baseline_command,
     install_limit,
     limit_env,
+    own_tmp,
     parse_junit,
     test_env,
     timed_out_note,
@@ -379,8 +380,9 @@ def run_baseline(manifest: Manifest, env: LocalEnv, tree: Path, venv_env: dict[s
     with start_services(manifest.tests.services) as services:
         t_env = limit_env(manifest, expand(test_env(manifest, tree), services.env), harness)
         # the runner bounds each attempt by tests.timeout; this bounds it, should the runner itself hang
-        proc = _run(cmd, log, cwd=tree, env={**venv_env, **t_env},
-                    timeout=manifest.tests.timeout * (ATTEMPTS + 1), step="baseline test run")
+        with own_tmp({**venv_env, **t_env}) as run_env:
+            proc = _run(cmd, log, cwd=tree, env=run_env, timeout=manifest.tests.timeout * (ATTEMPTS + 1),
+                        step="baseline test run")
     if proc.returncode not in (0, 1) or not junit.is_file():
         cause, hint = baseline_failure(log, manifest, proc.returncode)
         raise EnvironmentBuildError(

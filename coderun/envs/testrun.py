@@ -6,13 +6,15 @@ unittest suites run through pytest as well, so every stage sees pytest node ids.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
 import subprocess
+import tempfile
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from coderun.errors import EnvironmentBuildError, TaskError
@@ -109,13 +111,24 @@ def venv_env(python: Path) -> dict[str, str]:
     return env
 
 
+@contextlib.contextmanager
+def own_tmp(env: dict[str, str]) -> Iterator[dict[str, str]]:
+    """`env` with a temporary folder of the run's own (TMPDIR, TMP, TEMP), removed afterwards. A project's
+    suite run on the host (baseline, coverage map, recording) would otherwise share the user's temporary
+    folder: pytest there prunes the user's older numbered `pytest-of-USER/pytest-N` folders, those of pytest
+    sessions still running beside the build among them (a CI run lost its `tmp_path`s to rdflib's build)."""
+    with tempfile.TemporaryDirectory(prefix="coderun-tmp-") as tmp:
+        yield {**env, "TMPDIR": tmp, "TMP": tmp, "TEMP": tmp}
+
+
 def run_logged(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float, log: Path | None, *,
                what: str = "the test run") -> subprocess.CompletedProcess:
-    """Run `cmd` (stdout and stderr together), appending its output to `log`, a timed out run's too.
-    Raises TaskError when it times out or cannot start."""
+    """Run `cmd` (stdout and stderr together, in a temporary folder of its own), appending its output to
+    `log`, a timed out run's too. Raises TaskError when it times out or cannot start."""
     try:
-        proc = subprocess.run(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, errors="replace", timeout=timeout)
+        with own_tmp(env) as run_env:
+            proc = subprocess.run(cmd, cwd=cwd, env=run_env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, errors="replace", timeout=timeout)
     except subprocess.TimeoutExpired as e:
         output = e.output.decode("utf-8", "replace") if isinstance(e.output, bytes) else e.output or ""
         append_log(log, cmd, f"{output}\n[timed out after {timeout:.0f}s]")
