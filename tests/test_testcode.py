@@ -164,10 +164,46 @@ def test_the_project_code_under_pytest_4_is_not_tampering(tmp_path_factory, requ
     _right_passes_and_wrong_fails(spec)
 
 
-def _right_passes_and_wrong_fails(spec: SandboxSpec) -> None:
+def _right_passes_and_wrong_fails(spec: SandboxSpec, nodeids: list[str] = NODEIDS) -> None:
     """The right `add` passes untouched by the check; a wrong one fails on the tests (not as tampering)."""
     with quiet(), create_sandbox("local", spec) as sb:
-        good, wrong = (run_sample(sb, SampleRun(relfile="pkg/mod.py", new_source=code, nodeids=NODEIDS, timeout=60,
+        good, wrong = (run_sample(sb, SampleRun(relfile="pkg/mod.py", new_source=code, nodeids=nodeids, timeout=60,
                                   per_test_timeout=10, env={})) for code in (GOOD, GOOD.replace("a + b", "a - b")))
     assert good.tampering == [] and grade(good.expected, good).verdict is VerdictKind.PASS, good
     assert grade(wrong.expected, wrong).verdict is VerdictKind.FAIL, wrong
+
+
+def test_a_global_the_tests_set_through_the_module_name_is_not_tampering(tmp_path, request):
+    """rdflib's test_testsuite.py sets `runner.DEFAULT_PARSER_VERSION` on a helper module of its tests folder:
+    the check allowed only `global NAME` in the module's own code, and `tasks build` refused rdflib."""
+    project = write_project(tmp_path / "project")
+    (project / "tests" / "knobs.py").write_text("LEVEL = 1\n")
+    (project / "tests" / "test_mod.py").write_text(
+        "from pkg.mod import add\nfrom tests import knobs\n\n\ndef test_add():\n    knobs.LEVEL = 2\n"
+        "    assert add(1, 2) == 3\n\n\ndef test_add_neg():\n    assert add(-1, 1) == 0\n")
+    _right_passes_and_wrong_fails(SandboxSpec(project="tiny", project_dir=str(project), limits=LIMITS,
+                                              python=str(request.getfixturevalue("tiny_venv"))))
+
+
+def test_a_test_method_inherited_from_an_installed_library_is_not_tampering(tmp_path_factory, tmp_path):
+    """rdiffweb's admin tests inherit `test_gc` from cherrypy's CPWebCase: a test function from outside the
+    copy read as "not test code", and `tasks build` refused rdiffweb."""
+    from coderun.envs.local import find_python
+    from tests.shared_home import built_once
+
+    def build(folder):
+        subprocess.run([find_python("3.11")[0], "-m", "venv", str(folder / "venv")], check=True)
+        subprocess.run([str(folder / "venv" / "bin" / "python"), "-m", "pip", "install", "-q", "pytest"],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        site = next((folder / "venv" / "lib").glob("python3*/site-packages"))
+        (site / "basecase.py").write_text("import unittest\n\n\nclass Base(unittest.TestCase):\n"
+                                          "    def test_inherited(self):\n        self.assertTrue(True)\n")
+
+    python = built_once(tmp_path_factory, "basecase-venv", build) / "venv" / "bin" / "python"
+    project = write_project(tmp_path / "project")
+    (project / "tests" / "test_mod.py").write_text(
+        "from basecase import Base\n\nfrom pkg.mod import add\n\n\nclass TestAdd(Base):\n"
+        "    def test_add(self):\n        assert add(1, 2) == 3\n")
+    _right_passes_and_wrong_fails(SandboxSpec(project="tiny", project_dir=str(project), python=str(python),
+                                              limits=LIMITS),
+                                  ["tests/test_mod.py::TestAdd::test_add", "tests/test_mod.py::TestAdd::test_inherited"])
