@@ -7,7 +7,7 @@ at the environment's commit, runs the original in the evaluation's sandbox and s
 from __future__ import annotations
 
 from coderun.config import Settings
-from coderun.envs.local import find_local_env
+from coderun.envs.local import build_local_env, find_local_env
 from coderun.errors import TaskError
 from coderun.events import Listener, Note, silent
 from coderun.manifests.schema import Manifest
@@ -24,11 +24,12 @@ def build_rigor(manifest: Manifest, settings: Settings, backend: str = "local", 
     """The pass+ inputs of a project's stored tasks, derived again (after a coderun upgrade, or for a store
     built before pass+) without rebuilding the tasks; returns each benchmark task's summary."""
     jobs = max(1, jobs)
-    env = find_local_env(manifest, settings)
     tasks = store.query(settings, project=manifest.name)
-    if env is None or not tasks:
+    if not tasks:
         raise TaskError(f"{manifest.name}: no stored tasks to derive pass+ inputs for",
                         hint=f"build them first: coderun tasks build {manifest.name}")
+    # as `tasks build` and `eval` do: a manifest whose tests section changed gets its baseline run again
+    env = find_local_env(manifest, settings) or build_local_env(manifest, settings, on_event=on_event)
     stale = {t.commit for t in tasks} - {env.checkout.commit}
     if stale:
         raise TaskError(f"{manifest.name}: the stored tasks were built at {sorted(stale)[0][:12]}, the environment "
