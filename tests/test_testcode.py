@@ -173,14 +173,23 @@ def _right_passes_and_wrong_fails(spec: SandboxSpec, nodeids: list[str] = NODEID
     assert grade(wrong.expected, wrong).verdict is VerdictKind.FAIL, wrong
 
 
-def test_a_global_the_tests_set_through_the_module_name_is_not_tampering(tmp_path, request):
-    """rdflib's test_testsuite.py sets `runner.DEFAULT_PARSER_VERSION` on a helper module of its tests folder:
-    the check allowed only `global NAME` in the module's own code, and `tasks build` refused rdflib."""
+_SET_IN_A_FIXTURE = ("import pytest\nfrom pkg.mod import add\nfrom tests import knobs\n\n\n"
+                     "@pytest.fixture(scope='module', autouse=True)\ndef level():\n    old = knobs.LEVEL\n"
+                     "    knobs.LEVEL = 2\n    yield\n    knobs.LEVEL = old\n\n\n"
+                     "def test_add():\n    assert add(1, 2) == 3\n\n\ndef test_add_neg():\n    assert add(-1, 1) == 0\n")
+
+
+@pytest.mark.parametrize("where", ["test", "fixture"])
+def test_a_global_the_tests_set_through_the_module_name_is_not_tampering(tmp_path, request, where):
+    """rdflib's test_testsuite.py sets `runner.DEFAULT_PARSER_VERSION` on a helper module of its tests folder,
+    in a module-scoped fixture: the check allowed only `global NAME` in the module's own code, then only in
+    plain functions (pytest wraps a fixture's body in a function or object of its own), and `tasks build`
+    refused rdflib."""
     project = write_project(tmp_path / "project")
     (project / "tests" / "knobs.py").write_text("LEVEL = 1\n")
-    (project / "tests" / "test_mod.py").write_text(
+    (project / "tests" / "test_mod.py").write_text(_SET_IN_A_FIXTURE if where == "fixture" else (
         "from pkg.mod import add\nfrom tests import knobs\n\n\ndef test_add():\n    knobs.LEVEL = 2\n"
-        "    assert add(1, 2) == 3\n\n\ndef test_add_neg():\n    assert add(-1, 1) == 0\n")
+        "    assert add(1, 2) == 3\n\n\ndef test_add_neg():\n    assert add(-1, 1) == 0\n"))
     _right_passes_and_wrong_fails(SandboxSpec(project="tiny", project_dir=str(project), limits=LIMITS,
                                               python=str(request.getfixturevalue("tiny_venv"))))
 

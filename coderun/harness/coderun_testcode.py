@@ -174,7 +174,7 @@ def _assigned(namespace: dict) -> set[str]:
     """Names a module's own code (its globals as snapshotted) rebinds as globals (`global` in a function)."""
     names: set[str] = set()
     for value in list(namespace.values()):
-        for func in _methods_of(value):
+        for func in _bodies_of(value):
             for code in _codes(func.__code__):
                 names.update(_stored_globals(code))
     return names
@@ -194,7 +194,7 @@ def _set_through(module) -> set[str]:
         if not holders:
             continue
         for value in list(first.values()):
-            for func in _methods_of(value):
+            for func in _bodies_of(value):
                 for code in _codes(func.__code__):
                     before = None
                     for ins in dis.get_instructions(code):
@@ -208,6 +208,17 @@ def _stored_globals(code) -> set[str]:
     import dis
 
     return {i.argval for i in dis.get_instructions(code) if i.opname in _STORES}
+
+
+def _bodies_of(value) -> list:
+    """The functions whose code a module's value runs, decorated ones included: pytest wraps a fixture's body
+    in a function of its own (before 8.4) or a FixtureFunctionDefinition (8.4 on), both with `__wrapped__`."""
+    if not _is_type(value, (type, _FunctionType)):
+        try:
+            value = object.__getattribute__(value, "__dict__").get("__wrapped__")
+        except (AttributeError, TypeError):
+            return []
+    return [g for f in _methods_of(value) for g in _reached(f)] if value is not None else []
 
 
 def _methods_of(value) -> list:
