@@ -406,6 +406,7 @@ class ProjectSource(Record):
     kind: Literal["git", "pypi", "path"]
     commit: str
     origin: str = ""
+    upstream: str = ""  # the source's own commit, where `commit` adds the benchmark's supplementary tests
 
 
 class ProjectEnvironment(Record):

@@ -7,13 +7,20 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
-from dataclasses import dataclass
+import tempfile
+import threading
+import uuid
+from dataclasses import dataclass, replace
 from pathlib import Path
+from types import SimpleNamespace
 
 from coderun.config import BUILTIN_PROJECTS_DIR, load_settings
+from coderun.envs.sources import checkout
 from coderun.evaluation.store import RunStore
+from coderun.manifests.schema import find_manifest
 
 SAMPLES_DIR = Path(__file__).parent / "hostile" / "samples"
 PROJECT = "cachetools"
@@ -21,6 +28,8 @@ TARGET = "cachetools/cachetools/keys.py::typedkey"      # file_runnable, 12 fast
 OTHER = "cachetools/cachetools/cache.py::Cache.get"      # self_contained, 8 fast tests
 PER_TEST_TIMEOUT = 8
 RUN_TIMEOUT = 40
+SAMPLE_PORT = 47613        # 21_network connects here, on 127.0.0.1 only: the Listener's port replaces it
+CANARY_GLOB = "coderun-hostile-canary"
 
 TYPEDKEY_OK = '''def typedkey(*args, **kwargs):
     """Return a typed cache key for the specified hashable arguments."""
@@ -171,3 +180,93 @@ def verdicts_by_code(run_dir: Path) -> dict[str, tuple[str, str | None]]:
 
 def settings():
     return load_settings()
+
+
+# -- the corpus's runs, made once per backend and session (tests/test_hostile.py; test_serve.py compares
+# the service's verdicts with the local one) -------------------------------------------------------------
+
+class Listener:
+    """Accepts connections on a free port of 127.0.0.1 and records what arrives (a fixed port can be taken by
+    another test's connection when tests run in parallel)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.sock.listen(16)
+        self.sock.settimeout(0.5)
+        self.received: list[bytes] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.settimeout(2)
+                try:
+                    self.received.append(conn.recv(1024))
+                except OSError:
+                    self.received.append(b"")
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(5)
+        self.sock.close()
+
+
+def git_status(path: Path) -> str:
+    return subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=path, capture_output=True,
+                          text=True, check=True).stdout
+
+
+def hostile_runs(folder: Path, backend: str) -> None:
+    """Into `folder`: one eval of the whole corpus mixed with benign samples (run/) and one of the benign
+    samples alone (control/), with a listener on the host's loopback and a canary file outside the project
+    watched around them; state.json keeps what the tests check besides the two run folders."""
+    projects = user_manifests(folder / "projects")
+    settings = load_settings()
+    tree = checkout(find_manifest(PROJECT, settings), settings).path
+    status_before = git_status(tree)
+    canary_dir = Path(tempfile.mkdtemp(prefix=f"{CANARY_GLOB}-"))
+    try:
+        secret = f"canary-{uuid.uuid4().hex}"
+        (canary_dir / "secret.txt").write_text(secret + "\n")
+        listener = Listener()
+        labels = write_samples(folder / "hostile.jsonl", _with_port(corpus(), listener.port))
+        try:
+            result = run_eval(folder / "hostile.jsonl", folder / "run", backend, projects)
+        finally:
+            listener.close()
+        canary_after = (canary_dir / "secret.txt").read_text()
+    finally:
+        subprocess.run(["rm", "-rf", str(canary_dir)], check=False)
+    good = [(t, c) for t, c, _ in benign()]
+    (folder / "benign.jsonl").write_text("".join(json.dumps({"task_id": t, "solution": c}) + "\n" for t, c in good))
+    control = run_eval(folder / "benign.jsonl", folder / "control", backend, projects)
+    state = {"backend": backend, "port": listener.port, "labels": labels, "tree": str(tree),
+             "status_before": status_before, "secret": secret, "canary_after": canary_after,
+             "received": [r.decode("latin-1") for r in listener.received],
+             "result": _process(result), "control": _process(control)}
+    (folder / "state.json").write_text(json.dumps(state))
+
+
+def load_hostile_runs(folder: Path) -> dict:
+    """What hostile_runs left in `folder`, as the tests read it."""
+    state = json.loads((folder / "state.json").read_text())
+    return {**state, "tmp": folder, "tree": Path(state["tree"]), "projects": folder / "projects",
+            "hostile": _with_port(corpus(), state["port"]),
+            "received": [r.encode("latin-1") for r in state["received"]],
+            "result": SimpleNamespace(**state["result"]), "control": SimpleNamespace(**state["control"])}
+
+
+def _with_port(hostile: list[Hostile], port: int) -> list[Hostile]:
+    return [replace(h, code=h.code.replace(str(SAMPLE_PORT), str(port))) for h in hostile]
+
+
+def _process(done: subprocess.CompletedProcess) -> dict:
+    return {"returncode": done.returncode, "stdout": done.stdout, "stderr": done.stderr, "pid": done.pid}

@@ -1,5 +1,6 @@
 """A shipped CoderEval project end to end from its upstream snapshot, as CI does without GitHub:
-manifest -> git mirror -> venv -> tasks -> ground truth and blank bodies. Real pip, real pytest runs."""
+manifest -> git mirror (+ the benchmark's supplementary test) -> venv -> tasks -> ground truth and blank
+bodies. Real pip, real pytest runs."""
 
 from __future__ import annotations
 
@@ -13,12 +14,16 @@ from coderun.tasks import load_tasks
 from tests.helpers import CODEREVAL_DATA
 
 MIRRORS = CODEREVAL_DATA / "sources"
-PROJECT = "boolean"  # bastikr/boolean: pure Python, two CoderEval tasks, a 5-second test suite
-CODEREVAL_IDS = {"62b46740d2f69a53b466171a", "62b46746d2f69a53b4661722"}
+# kirankotari/shconfparser: pure Python 3.7 with pytest 5.3, one CoderEval task, a one-second test suite (it
+# was boolean, whose 25 tasks took 213 s of CI's time here)
+PROJECT = "shconfparser"
+CODEREVAL_IDS = {"62ece4992e6aefcf4aabbd82"}
+MIRROR = "kirankotari+shconfparser.git.tar.gz"
+COMMIT = "e5fb8d04fa0375704e7647def227f6919e12bbb2"
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (MIRRORS / "bastikr+boolean.git.tar.gz").is_file(),
+@pytest.mark.skipif(not (MIRRORS / MIRROR).is_file(),
                     reason=f"no upstream snapshots at {MIRRORS} (../shared/codereval/sources beside the repository)")
 def test_shipped_project_from_its_mirror_to_ground_truth(tmp_path, monkeypatch):
     monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
@@ -39,5 +44,5 @@ def test_shipped_project_from_its_mirror_to_ground_truth(tmp_path, monkeypatch):
             verdicts = {r.verdict.value for r in store.results()}
         assert verdicts == {expected}, res.output
         environment = (run / "environment.txt").read_text()
-        assert f"from mirror {MIRRORS.resolve() / 'bastikr+boolean.git.tar.gz'}" in environment
-        assert "431e5226c269e4c863cc851b971ca5e89fda04d7" in environment
+        assert f"from mirror {MIRRORS.resolve() / MIRROR}" in environment
+        assert COMMIT in environment

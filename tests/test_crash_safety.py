@@ -23,8 +23,9 @@ from coderun.evaluation.store import RunStore
 
 pytestmark = pytest.mark.slow
 
-# Slow but correct: every key costs 0.3 s, so a sample's test run lasts several seconds.
-SLOW_OK = TYPEDKEY_OK.replace('    key = hashkey(', '    __import__("time").sleep(0.3)\n    key = hashkey(')
+# Slow but correct: every key costs 0.1 s, so a sample's test run lasts about 13 s (the kill points need it
+# running for more than 2 s; 0.3 s made each of the many runs here 40 s long).
+SLOW_OK = TYPEDKEY_OK.replace('    key = hashkey(', '    __import__("time").sleep(0.1)\n    key = hashkey(')
 N_SAMPLES = 10
 
 

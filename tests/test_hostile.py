@@ -16,65 +16,15 @@ import os
 import socket
 import subprocess
 import tempfile
-import threading
-import uuid
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from hostile_corpus import (
-    PROJECT,
-    benign,
-    corpus,
-    run_eval,
-    user_manifests,
-    verdicts_by_code,
-    write_samples,
-)
-
-from coderun.config import load_settings
-from coderun.envs.sources import checkout
-from coderun.manifests.schema import find_manifest
+from hostile_corpus import git_status, hostile_runs, load_hostile_runs, verdicts_by_code
+from shared_home import built_once
 
 pytestmark = pytest.mark.slow
 
-SAMPLE_PORT = 47613        # 21_network connects here, on 127.0.0.1 only: the Listener's port replaces it
-CANARY_GLOB = "coderun-hostile-canary"
 LEFTOVER_MARKS = ("coderun-hostile-bg", "coderun-hostile-escape")
-
-
-class Listener:
-    """Accepts connections on a free port of 127.0.0.1 and records what arrives (a fixed port can be taken by
-    another test's connection when tests run in parallel)."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.sock.listen(16)
-        self.sock.settimeout(0.5)
-        self.received: list[bytes] = []
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self) -> None:
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            with conn:
-                conn.settimeout(2)
-                try:
-                    self.received.append(conn.recv(1024))
-                except OSError:
-                    self.received.append(b"")
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(5)
-        self.sock.close()
 
 
 def _processes_with(marks: tuple[str, ...]) -> list[str]:
@@ -121,11 +71,6 @@ def _owner(folder: Path) -> str:
         return ""
 
 
-def _git_status(path: Path) -> str:
-    return subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=path, capture_output=True,
-                          text=True, check=True).stdout
-
-
 def _per_sample(run_dir: Path) -> list[dict]:
     out = subprocess.run(["python", "-m", "coderun", "report", str(run_dir), "--per-sample", "--format", "json"],
                          capture_output=True, text=True, check=True).stdout
@@ -134,33 +79,13 @@ def _per_sample(run_dir: Path) -> list[dict]:
 
 @pytest.fixture(scope="module", params=["local", pytest.param("docker", marks=pytest.mark.docker)])
 def hostile_run(request, tmp_path_factory):
-    """One eval of the whole corpus (+ benign samples) and one of the benign samples alone."""
+    """One eval of the whole corpus (+ benign samples) and one of the benign samples alone, made once per
+    session and backend (tests/test_serve.py compares the service's verdicts with the local one's)."""
     backend = request.param
     if backend == "docker":
         request.getfixturevalue("docker_engine")
-    tmp = tmp_path_factory.mktemp(f"hostile-{backend}")
-    projects = user_manifests(tmp / "projects")
-    settings = load_settings()
-    tree = checkout(find_manifest(PROJECT, settings), settings).path
-    status_before = _git_status(tree)
-    canary_dir = Path(tempfile.mkdtemp(prefix=f"{CANARY_GLOB}-"))
-    secret = f"canary-{uuid.uuid4().hex}"
-    (canary_dir / "secret.txt").write_text(secret + "\n")
-    listener = Listener()
-    hostile = [replace(h, code=h.code.replace(str(SAMPLE_PORT), str(listener.port))) for h in corpus()]
-    labels = write_samples(tmp / "hostile.jsonl", hostile)
-    try:
-        result = run_eval(tmp / "hostile.jsonl", tmp / "run", backend, projects)
-    finally:
-        listener.close()
-    canary_after = (canary_dir / "secret.txt").read_text()
-    good = [(t, c) for t, c, _ in benign()]
-    (tmp / "benign.jsonl").write_text("".join(json.dumps({"task_id": t, "solution": c}) + "\n" for t, c in good))
-    control = run_eval(tmp / "benign.jsonl", tmp / "control", backend, projects)
-    yield {"backend": backend, "tmp": tmp, "result": result, "control": control, "labels": labels,
-           "hostile": hostile, "tree": tree, "status_before": status_before, "secret": secret,
-           "canary_after": canary_after, "received": list(listener.received)}
-    subprocess.run(["rm", "-rf", str(canary_dir)], check=False)
+    return load_hostile_runs(built_once(tmp_path_factory, f"hostile-{backend}",
+                                        lambda folder: hostile_runs(folder, backend)))
 
 
 def test_the_run_completes_and_no_hostile_sample_passes(hostile_run):
@@ -190,7 +115,7 @@ def test_benign_samples_get_the_same_verdicts_as_without_the_hostile_ones(hostil
 
 
 def test_nothing_outside_the_sample_copy_changed_and_nothing_is_left_behind(hostile_run):
-    assert _git_status(hostile_run["tree"]) == hostile_run["status_before"] == ""
+    assert git_status(hostile_run["tree"]) == hostile_run["status_before"] == ""
     assert _processes_with(LEFTOVER_MARKS) == []
     for run in (hostile_run["result"], hostile_run["control"]):
         assert _sandbox_folders_of(run.pid) == []

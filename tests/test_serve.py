@@ -33,7 +33,8 @@ from coderun.serve.app import InFlight, openapi_schema
 from coderun.serve.client import AsyncVerdictClient, VerdictClient, compute_score, trl_reward
 from coderun.serve.engine import Busy, Engine, Rejected, ServeConfig
 from tests.helpers import codegen_samples
-from tests.hostile_corpus import corpus, run_eval, user_manifests, verdicts_by_code, write_samples
+from tests.hostile_corpus import hostile_runs, load_hostile_runs, verdicts_by_code
+from tests.shared_home import built_once
 
 REPO = Path(__file__).resolve().parents[1]
 PROJECT = "cachetools"
@@ -361,18 +362,18 @@ def test_the_docs_loop_runs_against_a_server(server, capsys):
 
 
 @pytest.mark.slow
-def test_hostile_corpus_gets_evals_verdicts_through_the_service(tmp_path):
+def test_hostile_corpus_gets_evals_verdicts_through_the_service(tmp_path, tmp_path_factory):
     """Every sample of the hostile corpus (tests/hostile), mixed with benign ones, gets through the service the
-    verdict and failure class `coderun eval` gives it (local backend, the corpus's tightened time limits). One
-    leeway: a sample that expects only `fail` may reach its time limit on one run and not on the other
-    (06_stdout_flood writes 1 GiB against the limit: timeout or runtime, by the machine's load)."""
-    projects = user_manifests(tmp_path / "projects")
-    hostile = corpus()
-    labels = write_samples(tmp_path / "hostile.jsonl", hostile)
-    done = run_eval(tmp_path / "hostile.jsonl", tmp_path / "run", "local", projects, executor="workers")
-    assert done.returncode == 0, done.stderr[-3000:]
-    reference = verdicts_by_code(tmp_path / "run")
-    rows = [json.loads(line) for line in (tmp_path / "hostile.jsonl").read_text().splitlines()]
+    verdict and failure class `coderun eval` gives it (local backend, workers, the corpus's tightened time
+    limits: the run tests/test_hostile.py checks, made once per session). One leeway: a sample that expects
+    only `fail` may reach its time limit on one run and not on the other (06_stdout_flood writes 1 GiB
+    against the limit: timeout or runtime, by the machine's load)."""
+    shared = load_hostile_runs(built_once(tmp_path_factory, "hostile-local",
+                                          lambda folder: hostile_runs(folder, "local")))
+    assert shared["result"].returncode == 0, shared["result"].stderr[-3000:]
+    projects, hostile, labels = shared["projects"], shared["hostile"], shared["labels"]
+    reference = verdicts_by_code(shared["tmp"] / "run")
+    rows = [json.loads(line) for line in (shared["tmp"] / "hostile.jsonl").read_text().splitlines()]
     s = Server(tmp_path / "state", env={"CODERUN_PROJECTS": str(projects)}).start()
     try:
         got = asyncio.run(_ask_all(s.url, [(r["task_id"], r["solution"], "base") for r in rows], concurrency=4))

@@ -109,7 +109,7 @@ def _builds(manifests, s, backend: str, include_weak: bool, jobs: int | None, cl
     if cluster:
         from coderun.tasks.cluster import build_on_cluster
 
-        return each_built(build_on_cluster(manifests, s, backend, include_weak, jobs or 1, cluster,
+        return each_built(build_on_cluster(manifests, s, backend, include_weak, jobs or 1, cluster, rigor=rigor,
                                            on_event=Renderer(err_console)),
                           len(manifests), "task builds", failed=failed)
 

@@ -165,7 +165,10 @@ def environment_text(env: RunEnvironment) -> str:
         out += ["", f"# project {name}: {p.backend} environment {p.where}, Python {p.python}, "
                 f"recorded {p.recorded_at}"]
         if p.source:
-            out.append(f"# source: {p.source.kind} at {p.source.commit}, from {p.source.origin or 'unknown'}")
+            src = p.source
+            added = (f" (upstream {src.upstream} + the benchmark's supplementary tests)"
+                     if src.upstream and src.upstream != src.commit else "")
+            out.append(f"# source: {src.kind} at {src.commit}{added}, from {src.origin or 'unknown'}")
         out.append(f"# installed ({len(p.packages)}):")
         out += [str(pkg) for pkg in p.packages]
     return "\n".join(out) + "\n"

@@ -88,8 +88,8 @@ def run_projects(names: Sequence[str], backend: str, settings: Settings, tasks: 
         if commits - {co.commit}:
             raise TaskError(f"{name}: the tasks were built at {sorted(commits)[0][:12]} but the source is "
                             f"now at {co.commit[:12]}", hint=f"rebuild them: coderun tasks build {name}")
-        environment = environment.model_copy(
-            update={"source": ProjectSource(kind=co.kind, commit=co.commit, origin=co.origin)})
+        source = ProjectSource(kind=co.kind, commit=co.commit, origin=co.origin, upstream=co.upstream)
+        environment = environment.model_copy(update={"source": source})
         out[name] = RunProject(manifest, spec, tree, top_level_packages(tree / manifest.import_root), environment)
     return out
 

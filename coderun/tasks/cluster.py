@@ -58,7 +58,7 @@ class NodeBuild:
 
 
 def build_on_node(manifest: Manifest, backend: str, include_weak: bool, jobs: int,
-                  driver_store: StoreAddress, registry: str | None = None) -> NodeBuild:
+                  driver_store: StoreAddress, registry: str | None = None, rigor: bool = True) -> NodeBuild:
     """The Ray task: build one project with this node's settings and store (its image pulled from the
     driver's registry when the node has none of its own); what it stored, to send back."""
     from coderun.config import load_settings
@@ -69,7 +69,7 @@ def build_on_node(manifest: Manifest, backend: str, include_weak: bool, jobs: in
     here = StoreAddress.of(settings)
     out = NodeBuild(manifest.name, here.host, same_store=here == driver_store)
     try:
-        out.report = build_project(manifest, settings, backend, include_weak, jobs=jobs)
+        out.report = build_project(manifest, settings, backend, include_weak, jobs=jobs, rigor=rigor)
     except CoderunError as e:
         out.error, out.message, out.hint = type(e).__name__, e.message, e.hint
         out.targets = failed_outcomes(manifest, e)
@@ -98,7 +98,7 @@ def save_on_driver(settings: Settings, done: NodeBuild) -> None:
 
 
 def build_on_cluster(manifests: list[Manifest], settings: Settings, backend: str, include_weak: bool,
-                     jobs: int, cluster: str, *, on_event: Listener = silent
+                     jobs: int, cluster: str, *, rigor: bool = True, on_event: Listener = silent
                      ) -> Iterator[tuple[Manifest, ProjectTaskReport | CoderunError]]:
     """(manifest, report or error) for each project as its build finishes on the cluster, saved in the driver's
     store first. A lost node is said as a warning (a Note)."""
@@ -117,7 +117,7 @@ def build_on_cluster(manifests: list[Manifest], settings: Settings, backend: str
         attempts = dict.fromkeys(by_name, 1)
 
         def submit(m: Manifest):
-            return remote.remote(m, backend, include_weak, jobs, here, settings.registry)
+            return remote.remote(m, backend, include_weak, jobs, here, settings.registry, rigor)
 
         pending = {submit(m): m.name for m in manifests}
         while pending:
