@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 # CoderEval's released files, beside the repository (../shared/codereval) as on CI and developers' machines.
@@ -30,6 +31,22 @@ def codegen_samples(folder: Path, project: str) -> Path:
     path = folder / f"codegen-{project}.jsonl"
     path.write_text("\n".join(rows) + "\n")
     return path
+
+
+def codegen_local_run(tmp_path_factory, project: str) -> Path:
+    """The run folder of `coderun eval` on CoderEval's CodeGen samples of `project` (codegen_samples), local
+    backend, workers executor, two slots: made once per session (tests/shared_home.py), the reference of
+    tests/test_cluster.py and tests/test_serve.py alike."""
+    from tests.shared_home import built_once
+
+    def build(folder: Path) -> None:
+        samples = codegen_samples(folder, project)
+        done = subprocess.run([sys.executable, "-m", "coderun", "eval", "--samples", str(samples), "--project",
+                               project, "--backend", "local", "--executor", "workers", "-j", "2", "--run-dir",
+                               str(folder / "run"), "--json"], capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-4000:]
+
+    return built_once(tmp_path_factory, f"codegen-{project}-local", build) / "run"
 
 
 # A documented function of a small hand-made project, as several end-to-end tests use it.

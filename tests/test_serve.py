@@ -32,7 +32,7 @@ from coderun.evaluation.store import RunStore
 from coderun.serve.app import InFlight, openapi_schema
 from coderun.serve.client import AsyncVerdictClient, VerdictClient, compute_score, trl_reward
 from coderun.serve.engine import Busy, Engine, Rejected, ServeConfig
-from tests.helpers import codegen_samples
+from tests.helpers import codegen_local_run
 from tests.hostile_corpus import hostile_runs, load_hostile_runs, verdicts_by_code
 from tests.shared_home import built_once
 
@@ -154,20 +154,10 @@ def server(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def samples(tmp_path_factory) -> Path:
-    """CoderEval's CodeGen records of cachetools' tasks (tests/helpers.py)."""
-    return codegen_samples(tmp_path_factory.mktemp("codegen"), PROJECT)
-
-
-@pytest.fixture(scope="module")
-def reference(samples, tmp_path_factory) -> list[tuple[str, str, tuple, tuple]]:
-    """`coderun eval` on the samples: (task id, code, (base verdict, class), (pass+ verdict, class)) each."""
-    run_dir = tmp_path_factory.mktemp("eval") / "run"
-    done = subprocess.run([sys.executable, "-m", "coderun", "eval", "--samples", str(samples), "--project",
-                           PROJECT, "--backend", "local", "-j", "2", "--run-dir", str(run_dir), "--json"],
-                          capture_output=True, text=True, timeout=TIMEOUT)
-    assert done.returncode == 0, done.stderr[-4000:]
-    with RunStore.open(run_dir) as store:
+def reference(tmp_path_factory) -> list[tuple[str, str, tuple, tuple]]:
+    """`coderun eval` on the samples (local, workers; tests/helpers.codegen_local_run, shared with
+    tests/test_cluster.py): (task id, code, (base verdict, class), (pass+ verdict, class)) each."""
+    with RunStore.open(codegen_local_run(tmp_path_factory, PROJECT)) as store:
         codes = {(s.task_id, s.index): s.code for s in store.samples()}
         out = [(r.task_id, codes[(r.task_id, r.index)], (r.rigor.base.value, r.rigor.base_failure),
                 (r.rigor.plus.value, r.rigor.plus_failure)) for r in store.results()]
