@@ -36,13 +36,13 @@ def pytest_collection_modifyitems(items):
     # then the other integration ones, the unit tier last: xdist hands out whole files in this order, so a
     # long file no longer starts near the end while the other worker runs out of work. A stable sort: each
     # file's tests stay together and in their order.
-    rank: dict[str, list[int]] = {}
+    rank: dict[str, list[int]] = {}  # file -> [lightest tier of its tests, minus its non-unit tests]
     for item in items:
         marks = {m.name for m in item.iter_markers()}
-        here = rank.setdefault(item.nodeid.split("::")[0], [2, 0])
+        here = rank.setdefault(item.location[0], [2, 0])
         here[0] = min(here[0], 0 if marks & {"slow", "docker"} else 2 if "unit" in marks else 1)
         here[1] -= "unit" not in marks
-    items.sort(key=lambda item: rank[item.nodeid.split("::")[0]])
+    items.sort(key=lambda item: rank[item.location[0]])
 
 
 @pytest.fixture(scope="session")

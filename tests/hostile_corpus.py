@@ -224,7 +224,16 @@ def git_status(path: Path) -> str:
                           text=True, check=True).stdout
 
 
-def hostile_runs(folder: Path, backend: str) -> None:
+def hostile_run(tmp_path_factory, backend: str) -> dict:
+    """The corpus's runs on `backend` (_hostile_runs), made once per session whichever test asks first, as the
+    tests read them."""
+    from tests.shared_home import built_once
+
+    return _load_hostile_runs(built_once(tmp_path_factory, f"hostile-{backend}",
+                                         lambda folder: _hostile_runs(folder, backend)))
+
+
+def _hostile_runs(folder: Path, backend: str) -> None:
     """Into `folder`: one eval of the whole corpus mixed with benign samples (run/) and one of the benign
     samples alone (control/), with a listener on the host's loopback and a canary file outside the project
     watched around them; state.json keeps what the tests check besides the two run folders."""
@@ -255,8 +264,8 @@ def hostile_runs(folder: Path, backend: str) -> None:
     (folder / "state.json").write_text(json.dumps(state))
 
 
-def load_hostile_runs(folder: Path) -> dict:
-    """What hostile_runs left in `folder`, as the tests read it."""
+def _load_hostile_runs(folder: Path) -> dict:
+    """What _hostile_runs left in `folder`, as the tests read it."""
     state = json.loads((folder / "state.json").read_text())
     return {**state, "tmp": folder, "tree": Path(state["tree"]), "projects": folder / "projects",
             "hostile": _with_port(corpus(), state["port"]),

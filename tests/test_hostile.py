@@ -19,8 +19,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hostile_corpus import git_status, hostile_runs, load_hostile_runs, verdicts_by_code
-from shared_home import built_once
+from hostile_corpus import git_status, verdicts_by_code
+from hostile_corpus import hostile_run as made_once
 
 pytestmark = pytest.mark.slow
 
@@ -84,8 +84,7 @@ def hostile_run(request, tmp_path_factory):
     backend = request.param
     if backend == "docker":
         request.getfixturevalue("docker_engine")
-    return load_hostile_runs(built_once(tmp_path_factory, f"hostile-{backend}",
-                                        lambda folder: hostile_runs(folder, backend)))
+    return made_once(tmp_path_factory, backend)
 
 
 def test_the_run_completes_and_no_hostile_sample_passes(hostile_run):

@@ -33,8 +33,7 @@ from coderun.serve.app import InFlight, openapi_schema
 from coderun.serve.client import AsyncVerdictClient, VerdictClient, compute_score, trl_reward
 from coderun.serve.engine import Busy, Engine, Rejected, ServeConfig
 from tests.helpers import codegen_local_run
-from tests.hostile_corpus import hostile_runs, load_hostile_runs, verdicts_by_code
-from tests.shared_home import built_once
+from tests.hostile_corpus import hostile_run, verdicts_by_code
 
 REPO = Path(__file__).resolve().parents[1]
 PROJECT = "cachetools"
@@ -358,8 +357,7 @@ def test_hostile_corpus_gets_evals_verdicts_through_the_service(tmp_path, tmp_pa
     limits: the run tests/test_hostile.py checks, made once per session). One leeway: a sample that expects
     only `fail` may reach its time limit on one run and not on the other (06_stdout_flood writes 1 GiB
     against the limit: timeout or runtime, by the machine's load)."""
-    shared = load_hostile_runs(built_once(tmp_path_factory, "hostile-local",
-                                          lambda folder: hostile_runs(folder, "local")))
+    shared = hostile_run(tmp_path_factory, "local")
     assert shared["result"].returncode == 0, shared["result"].stderr[-3000:]
     projects, hostile, labels = shared["projects"], shared["hostile"], shared["labels"]
     reference = verdicts_by_code(shared["tmp"] / "run")
