@@ -106,6 +106,36 @@ class TaxCase(unittest.TestCase):
     def test_tax_unittest(self):
         self.assertEqual(with_tax(100), 120)
 ''',
+    # infrared's plugin service: the first test in a process to set it up clones a plugin over the network and
+    # fails; one that runs after the warm-up test (the union runs) or after the first failure passes.
+    "shop/service.py": f'''_READY = []
+
+
+def warm():
+    _READY.append("warm")
+
+
+def connect(name):
+    {DOC.format(what="connection")}
+    if not _READY:
+        _READY.append("tried")
+        raise ConnectionError("the first set-up clones a plugin over the network")
+    return "connected to " + name
+''',
+    "tests/test_service.py": '''from shop import service
+
+
+def test_warm():
+    service.warm()
+
+
+def test_connect_one():
+    assert service.connect("a") == "connected to a"
+
+
+def test_connect_two():
+    assert service.connect("b") == "connected to b"
+''',
 }
 
 
@@ -170,7 +200,17 @@ def test_flaky_test_is_dropped_and_reported(built):
     assert t.status is TaskStatus.VERIFIED
     assert t.tests == ["tests/test_prices.py::test_rounded_stable"]
     assert t.flaky_tests == ["tests/test_prices.py::test_rounded_flaky"]
-    assert report.projects[0].flaky_tests == ["tests/test_prices.py::test_rounded_flaky"]
+    assert "tests/test_prices.py::test_rounded_flaky" in report.projects[0].flaky_tests
+
+
+@pytest.mark.slow
+def test_a_test_that_passes_only_after_a_dropped_one_is_dropped_too(built):
+    # The task's own run fails test_connect_one (the first set-up) and passes test_connect_two after it;
+    # alone, as the evaluation would run it, test_connect_two is the first set-up and fails: nothing is left.
+    settings, _, _ = built
+    t = _by_name(settings)["connect"]
+    assert t.status is TaskStatus.FLAKY, t.status
+    assert t.flaky_tests == ["tests/test_service.py::test_connect_one", "tests/test_service.py::test_connect_two"]
 
 
 @pytest.mark.slow
@@ -190,7 +230,8 @@ def test_cli_list_json_and_export(built, tmp_path):
     assert res.exit_code == 0, res.output
     rows = [json.loads(line) for line in res.stdout.splitlines()]
     assert {r["name"]: r["status"] for r in rows} == {
-        "with_tax": "verified", "never_called": "uncovered", "shrug": "weak", "rounded": "verified"}
+        "with_tax": "verified", "never_called": "uncovered", "shrug": "weak", "rounded": "verified",
+        "connect": "flaky"}
     for key in ("task_id", "aliases", "project", "file", "qualname", "level", "tests", "source"):
         assert key in rows[0]
     out = tmp_path / "tasks.jsonl"

@@ -3,7 +3,10 @@
 1. The original function passes its mapped tests in three runs. A test that fails in any run is flaky:
    it is dropped from the task and reported. Two of the runs execute the union of every task's tests at
    once (a test is flaky or not whatever task asks for it); the third runs each task's own tests, grouped
-   exactly as the evaluation will group them.
+   exactly as the evaluation will group them. When that drops a test, the original runs once more on what is
+   left, which is what the evaluation will run: a test that then fails needed the dropped ones before it
+   (state a test leaves behind, a service only an earlier test sets up) and is dropped too, until what is
+   left passes alone.
 2. With its body replaced by `raise NotImplementedError`, the function fails at least one remaining test;
    otherwise the task is `weak`: its tests do not notice the function missing.
 3. With its body replaced by each other trivial body (tasks/trivial: `return None`, the first argument, an
@@ -30,6 +33,7 @@ from coderun.records import TaskStatus
 from coderun.tasks.trivial import NONE, RAISE_STATEMENT
 
 ORIGINAL_RUNS = 3
+SETTLE_RUNS = 3   # re-runs of the original on what is left after drops (each drops at least one more test)
 
 
 class TestRunner(Protocol):
@@ -135,6 +139,7 @@ def verify_task(task: TaskTests, runner: TestRunner, original_file: str,
     if not task.tests:
         return Verification(task.task_id, TaskStatus.UNCOVERED, (), (), (), "no test executes the body")
     per_conf, flaky = _originals(task, runner, shared)
+    per_conf, flaky = _settle(task, runner, per_conf, flaky)
     kept = tuple(n for n in task.tests if n not in flaky and any(n in t for t in per_conf.values()))
     dropped = tuple(sorted(set(task.tests) - set(kept)))
     if not kept:
@@ -172,6 +177,25 @@ def _originals(task: TaskTests, runner: TestRunner, shared: dict[str, Shared]
         flaky |= {n for n in task.tests if (n in failed or n in s.flaky) and n not in always}
         per_conf[conf] = tuple(n for n in task.tests if n not in failed and n not in s.flaky)
     return per_conf, flaky
+
+
+def _settle(task: TaskTests, runner: TestRunner, per_conf: dict[str, tuple[str, ...]], flaky: set[str]
+            ) -> tuple[dict[str, tuple[str, ...]], set[str]]:
+    """Re-run the original on each configuration's remaining tests while the task's own run dropped any:
+    the evaluation runs exactly those, without the dropped ones before them. A test failing now is flaky
+    (order-dependent); after SETTLE_RUNS rounds that still drop tests, nothing is left to trust."""
+    for _ in range(SETTLE_RUNS):
+        left = {c: tuple(n for n in tests if n not in flaky) for c, tests in per_conf.items()}
+        moved = {c: t for c, t in left.items() if t and t != task.tests}
+        failed = set()
+        for conf, tests in moved.items():
+            out = runner(task.file, None, list(tests), configuration=conf)
+            failed |= {n for n in tests if out.get(n) != "passed"}
+        per_conf = left
+        if not failed:
+            return per_conf, flaky
+        flaky = flaky | failed
+    return {c: () for c in per_conf}, flaky | {n for t in per_conf.values() for n in t}
 
 
 def _stub_failures(task: TaskTests, runner: TestRunner, source: str, runs: dict[str, tuple[str, ...]]
