@@ -127,6 +127,38 @@ def test_a_local_sandbox_sees_its_copy_and_the_venv_but_not_the_host(request, tm
     assert seen["shadow"] == "", "a root-only file of /etc was readable"
 
 
+TAR = """\
+import io, os, tarfile, subprocess
+data = io.BytesIO()
+with tarfile.open(fileobj=data, mode="w:gz") as tar:
+    info = tarfile.TarInfo("testcases/file.txt")
+    info.size, info.uid, info.gid = 3, 4321, 4321
+    tar.addfile(info, io.BytesIO(b"abc"))
+open("testcases.tar.gz", "wb").write(data.getvalue())
+done = subprocess.run(["tar", "-xzf", "testcases.tar.gz"], capture_output=True, text=True)
+print(os.geteuid(), done.returncode, done.stderr.strip())
+"""
+
+
+@needs_namespaces
+@pytest.mark.skipif(os.geteuid() != 0, reason="a user's sandbox keeps the user's uid: nothing to change")
+def test_a_local_sandbox_made_by_root_runs_its_commands_as_a_user(request):
+    """rdiffweb's tests untar their fixtures with GNU tar, which as root restores the archive's owners and
+    cannot with every capability dropped ("Cannot change ownership to uid 1000"): 12 of its tasks were
+    broken. As docker's `coderun` user, the sandbox's commands run as a user."""
+    spec = spec_for("local", request)
+    with quiet(), create_sandbox("local", spec) as sb:
+        w = sb.new_workdir()
+        done = sb.exec([sb.python, "-c", TAR], cwd=w, timeout=60)
+        who = sb.exec(["sh", "-c", "whoami; touch mine"], cwd=w, timeout=60)
+        owner = os.stat(Path(w) / "mine").st_uid
+    assert done.returncode == 0, done.stderr
+    euid, tar_exit, _ = done.stdout.split(" ", 2)
+    assert euid != "0" and tar_exit == "0", done.stdout
+    assert who.returncode == 0 and who.stdout.split()[0] != "root", who.stdout + who.stderr
+    assert owner == 0  # on the host, what the sandbox wrote stays the host user's
+
+
 def test_without_namespaces_a_sandbox_says_so(request, monkeypatch, tmp_path):
     """Where namespaces cannot be made (bubblewrap missing), the sandbox warns and records why; with
     `namespaces` required it refuses to start."""

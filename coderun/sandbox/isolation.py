@@ -7,7 +7,10 @@
 The tools are maintained and packaged everywhere a Linux user runs code: bubblewrap (Debian's `bubblewrap`,
 the sandbox of Flatpak) builds each command's view of the filesystem from nothing, binding in only what it is
 given, in new mount, PID, IPC and UTS namespaces, with every capability dropped and no new privileges; it
-needs no daemon and, where unprivileged user namespaces are allowed, no root. Each command gets a network
+needs no daemon and, where unprivileged user namespaces are allowed, no root. Run by root, it also makes a
+user namespace in which the command is uid SANDBOX_UID, as docker's `coderun` user is: a project's tools that
+act differently for root (GNU tar restores an archive's owners, and cannot without capabilities: rdiffweb's
+tests) act as for any user; files it writes are still root's on the host. Each command gets a network
 namespace of its own with loopback only (bubblewrap's --unshare-net); for a project whose tests need services,
 util-linux's `unshare` makes one network namespace for the sandbox and `nsenter` puts each command and the
 services in it, so they listen on the sandbox's own loopback, reachable by its commands and nothing else.
@@ -22,6 +25,7 @@ other sandboxes, not the user's files.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import glob
@@ -39,6 +43,7 @@ from coderun.envs import services
 from coderun.errors import SandboxUnavailable, ServiceError
 
 TOOLS = ("bwrap", "unshare", "nsenter")
+SANDBOX_UID = 1000
 _SYSTEM = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
 # The network namespace's first process: loopback up (SIOCGIFFLAGS, SIOCSIFFLAGS with IFF_UP), then it
 # holds the namespace until coderun closes its stdin (or dies).
@@ -161,8 +166,38 @@ def _system_index(tops: tuple[str, ...]) -> dict[str, list[str]]:
     return index
 
 
+@functools.cache
+def _user_args() -> tuple[str, ...]:
+    """For root: a user namespace where the command is SANDBOX_UID (named in /etc/passwd and /etc/group,
+    through copies that add it where the host's lack it: `getpass`, git and ssh look the user up)."""
+    if os.geteuid() != 0:
+        return ()
+    args = ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID)]
+    entries = {"passwd": f"coderun:x:{SANDBOX_UID}:{SANDBOX_UID}:coderun sandbox:/tmp:/bin/sh\n",
+               "group": f"coderun:x:{SANDBOX_UID}:\n"}
+    for name, entry in entries.items():
+        try:
+            text = Path("/etc", name).read_text()
+        except OSError:
+            text = ""
+        if any(line.split(":")[2:3] == [str(SANDBOX_UID)] for line in text.splitlines()):
+            continue
+        copy = Path(_scratch(), name)
+        copy.write_text(text + ("" if not text or text.endswith("\n") else "\n") + entry)
+        args += ["--ro-bind", str(copy), f"/etc/{name}"]
+    return tuple(args)
+
+
+@functools.cache
+def _scratch() -> str:
+    """A folder of this process for the files every sandbox binds in (removed when it exits)."""
+    path = tempfile.mkdtemp(prefix="coderun-isolation-")
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
 def view_args(view: View) -> list[str]:
-    args = list(_system_args())
+    args = [*_system_args(), *_user_args()]
     for path in view.read_only:
         args += ["--ro-bind", path, path]
     for path in view.writable:
