@@ -64,6 +64,37 @@ def force_string(obj):
     return obj if isinstance(obj, str) else str(obj)
 '''
 
+PYSOLBASE_FILEUTILITY = '''
+import os
+
+
+class FileUtility:
+    """Written from the docstrings alone (the original checks types, logs and reads through codecs)."""
+
+    @staticmethod
+    def is_file_exist(file_name):
+        """True (exist), false (do not exist, or invalid file name)."""
+        return isinstance(file_name, str) and os.path.isfile(file_name)
+
+    @staticmethod
+    def file_to_textbuffer(file_name, encoding):
+        """A text buffer read with the encoding, or None in case of error."""
+        try:
+            with open(file_name, encoding=encoding) as f:
+                return f.read()
+        except (OSError, ValueError):
+            return None
+
+    @staticmethod
+    def append_text_to_file(file_name, text_buffer, encoding, overwrite=False):
+        """The number of characters written, or lt 0 if error."""
+        try:
+            with open(file_name, "w" if overwrite else "a", encoding=encoding) as f:
+                return f.write(text_buffer)
+        except (OSError, ValueError):
+            return -1
+'''
+
 # (supplementary test file, files of the stand-in tree, pytest -k selection or "")
 CASES = {
     "gopad is_ipv4 raising on None": ("gopad-python/test/test_coderun_rest.py",
@@ -75,6 +106,9 @@ CASES = {
         {"test_monochromator.py": CONCERT_MONOCHROMATOR}, ""),
     "o2sclpy force_string making everything text": (
         "o2sclpy/tests/test_coderun_utils.py", {"o2sclpy/__init__.py": "", "o2sclpy/utils.py": O2SCLPY_UTILS}, ""),
+    "pysolbase FileUtility through open() alone": (
+        "pysolbase/pysolbase_test/test_coderun_fileutility.py",
+        {"pysolbase/__init__.py": "", "pysolbase/FileUtility.py": PYSOLBASE_FILEUTILITY}, ""),
 }
 
 
