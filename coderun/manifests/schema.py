@@ -100,9 +100,9 @@ class Tests(_Strict):
     services: list[Literal["postgresql", "redis", "etcd"]] = Field(
         default_factory=list, description="servers the tests need, started on loopback before every test run")
     supplementary: list[str] = Field(
-        default_factory=list, description="test files (and files they read) written for this benchmark, kept in "
-        "the folder named after the project beside the manifest (projects/<name>/tests/...) and copied into the tree at the "
-        "same relative path before tests run; tasks they reach are marked")
+        default_factory=list, description="test files (and files they read) written for this benchmark, kept "
+        "in the folder named after the project beside the manifest (projects/<name>/tests/...) and copied into "
+        "the tree at the same relative path before tests run; tasks they reach are marked")
     configurations: list[Configuration] = Field(
         default_factory=list, description="settings the tasks are verified and evaluated in, each on top of "
         "env; a sample passes only if it passes in every one (none: tests.env alone)")
