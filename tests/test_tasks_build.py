@@ -214,6 +214,15 @@ def test_a_test_that_passes_only_after_a_dropped_one_is_dropped_too(built):
 
 
 @pytest.mark.slow
+def test_the_build_report_says_where_the_time_went(built):
+    _, report, _ = built
+    stages = report.projects[0].stage_seconds
+    assert list(stages) == ["environment", "analysis", "coverage map", "recording", "verification", "pass+"]
+    assert all(v >= 0 for v in stages.values()) and stages["verification"] > 0
+    assert sum(stages.values()) <= report.projects[0].seconds + 0.1 * len(stages)
+
+
+@pytest.mark.slow
 def test_find_task_by_id_or_alias(built):
     settings, _, _ = built
     assert find_task(settings, "CE-1").name == "with_tax"

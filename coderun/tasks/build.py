@@ -84,6 +84,9 @@ class ProjectTaskReport(Record):
     jobs: int = 1
     resumed: int = 0                          # tasks whose decision an interrupted build had kept
     verify_seconds: float = 0.0               # of `seconds`: the verification runs
+    # of `seconds`, by stage: environment (0 when it was built before), analysis, coverage map, recording
+    # (the original's calls, for pass+), verification, pass+ (input derivation)
+    stage_seconds: dict[str, float] = Field(default_factory=dict)
     fallbacks: list[str] = Field(default_factory=list)  # runs that fell back from workers to naive
     seconds: float = 0.0
     configurations: list[str] = Field(default_factory=list)  # tests.configurations every task ran in
@@ -144,7 +147,9 @@ def _build_project(manifest: Manifest, settings: Settings, backend: str, include
     started = time.monotonic()
     jobs = max(1, jobs or default_jobs())
     say = _say(manifest, on_event)
+    lap = _Laps()
     env = find_local_env(manifest, settings) or build_local_env(manifest, settings, on_event=on_event)
+    lap("environment")
     baseline = load_baseline(env)
     kept = _Kept(settings, manifest.name, _inputs(manifest, env, backend))
     logs = settings.runs / "tasks" / manifest.name
@@ -154,10 +159,12 @@ def _build_project(manifest: Manifest, settings: Settings, backend: str, include
     say("analyzing")
     analysis = _analyze(manifest, env, settings, say)
     selection = select(manifest, analysis)
+    lap("analysis")
     say(f"{len(selection.candidates)} candidate functions")
     if not selection.candidates:
         raise no_candidates(manifest, selection, len(analysis.functions))
     covmap = _coverage(manifest, env, baseline, logs, kept, say)
+    lap("coverage map")
     durations = {n: o.duration for n, o in covmap.outcomes.items()}  # what the evaluation's limits use
     mapped, capped = _map_all(manifest, selection.candidates, covmap,
                               {**durations, **{t.nodeid: t.duration for t in baseline.tests}})
@@ -168,11 +175,13 @@ def _build_project(manifest: Manifest, settings: Settings, backend: str, include
     notes: list[str] = []
     recorded = record(manifest, env, {_tid(manifest, c): (_candidate_target(c), tests)
                                       for c, tests, _ in mapped if tests}, logs, say) if rigor else {}
+    lap("recording")
     verifying = time.monotonic()
     supplementary = set(supplementary_files(manifest))  # paths as the tree has them
     with sandbox_tests(manifest, settings, backend, env, logs, durations, jobs, notes) as runner:
         verdicts = _verify_all(manifest, env, runner, [(c, tests) for c, tests, _ in mapped], jobs, kept,
                                on_event, {tid: [c.obs for c in r.calls] for tid, r in recorded.items()})
+        lap("verification")
         tasks = [_task(manifest, env, c, tests, kind, covmap, verdicts[_tid(manifest, c)], supplementary)
                  for c, tests, kind in mapped]
         inputs: list[TaskInputs] = []
@@ -180,10 +189,13 @@ def _build_project(manifest: Manifest, settings: Settings, backend: str, include
             say("deriving pass+ inputs from the recorded calls")
             tasks, inputs = project_inputs(tasks, recorded, runner.observe, task_bodies, jobs, on_event,
                                            manifest.name, env.checkout.path)
+            lap("pass+")
+    say("time by stage: " + ", ".join(f"{k} {v:.1f}s" for k, v in lap.seconds.items()))
     report = _report(manifest, env, backend, include_weak, selection, covmap, tasks, verdicts, started,
                      capped=capped, max_tests_per_task=manifest.tasks.max_tests_per_task,
                      max_seconds_per_task=manifest.tasks.max_seconds_per_task, jobs=jobs, resumed=kept.resumed,
-                     fallbacks=notes, verify_seconds=round(time.monotonic() - verifying, 1))
+                     fallbacks=notes, verify_seconds=round(time.monotonic() - verifying, 1),
+                     stage_seconds=lap.seconds)
     store.save_project(settings, manifest.name, env.checkout.commit, tasks, report.model_dump_json(),
                        include_weak, targets=target_outcomes(manifest, tasks, report))
     store.save_rigor(settings, manifest.name, tasks, inputs)
@@ -217,6 +229,19 @@ def failed_outcomes(manifest: Manifest, error: CoderunError) -> list[TargetOutco
                           task_id=task_id(manifest.name, t.file, t.qualname), aliases=list(t.aliases),
                           reason=reason, detail=detail, status_note=t.status_note)
             for t in manifest.tasks.targets]
+
+
+class _Laps:
+    """Seconds since the previous lap, by stage name: `lap("analysis")`."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+        self._mark = time.monotonic()
+
+    def __call__(self, stage: str) -> None:
+        now = time.monotonic()
+        self.seconds[stage] = round(now - self._mark, 1)
+        self._mark = now
 
 
 def _say(manifest: Manifest, on_event: Listener) -> Callable[..., None]:
