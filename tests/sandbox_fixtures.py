@@ -1,6 +1,6 @@
 """Fixtures of the sandbox tests (test_sandbox.py, test_execute.py, test_workers.py and others): a tiny
 project, a venv with pytest for the local backend, and an image with the same project and pytest for the docker
-backend (built offline from a coderun base image already on the engine).
+backend (built offline from a coderun base image: one on the engine, else the host Python's, built first).
 
 The session fixtures (tiny_project, tiny_venv, test_image) are registered once, by conftest.py: a test module
 that imported them would get a definition of its own, and so a venv and an image of its own. The venv and the
@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from coderun.config import load_settings
+from coderun.envs.base_image import build_base_image
 from coderun.sandbox import Limits, SandboxSpec, create_sandbox
 from tests.shared_home import built_once
 
@@ -61,14 +63,19 @@ def tiny_venv(tmp_path_factory) -> Path:
 def test_image(tmp_path_factory, tiny_project, docker_engine) -> str:
     """coderun-test/sandbox: a coderun base image + pytest wheels + the tiny project at /work/project."""
     client = docker_engine
-    bases = [i for i in client.images.list(filters={"label": "org.coderun.layer=base"})
-             if any(t.startswith("coderun/base:") for t in i.tags)]
-    if not bases:
-        pytest.skip("no coderun base image on the engine (build one: `coderun images build <project>`)")
+    if not _bases(client):  # a new engine (CI's): the host Python's base image, as `images build` makes it
+        built_once(tmp_path_factory, "base-image", lambda _: build_base_image(
+            f"{sys.version_info[0]}.{sys.version_info[1]}", load_settings(), client=client))
+    bases = _bases(client)
     tag = "coderun-test/sandbox:latest"
     built_once(tmp_path_factory, "sandbox-image", lambda folder: _build_test_image(client, bases[0], tiny_project,
                                                                                    folder / "wheels", tag))
     return tag
+
+
+def _bases(client) -> list:
+    return [i for i in client.images.list(filters={"label": "org.coderun.layer=base"})
+            if any(t.startswith("coderun/base:") for t in i.tags)]
 
 
 def _build_test_image(client, base, tiny_project: Path, wheels: Path, tag: str) -> None:
