@@ -183,10 +183,10 @@ def exit_note(pid: int, said: str) -> int | None:
     is not exiting, and is waited for (and killed at the deadline) as before. None: wait for it."""
     if not said.isdigit():
         return None
-    for _ in range(3):  # the exit itself follows the last close by microseconds
-        if _exiting(pid):
+    for pause in (0.0005, 0.001, 0.002, 0.004, 0.008):  # the exit follows the last close by microseconds,
+        if _exiting(pid):                                  # unless the machine is busy (~15 ms at most)
             return int(said) & 0xFF
-        time.sleep(0.0005)
+        time.sleep(pause)
     return None
 
 
