@@ -1,8 +1,8 @@
 """The tests that run are the tests that were verified (issue 34): each sample here is a WRONG `add` that
 changes the tiny project's collected tests so that they pass anyway, in a real pytest run with both executors:
 from a thread started at import, from inside a test, before collection ends (a profile function at import),
-and by rebinding a name in a test module's globals. Each fails as tampering with the change named; the right
-`add` beside them passes."""
+while the harness snapshots them, and by rebinding a name in a test module's globals. Each fails as tampering
+with the change named; the right `add` beside them passes."""
 
 from __future__ import annotations
 
@@ -49,6 +49,16 @@ SAMPLES = {
         "            frame.f_globals[name].__code__ = (lambda: None).__code__\n"
         "_profile = sys.setprofile(_on_return)\n"
         "def add(a, b):\n    sys.setprofile(None)\n    return a - b\n"),
+    "while the harness snapshots the tests": (  # between the harness's checks and its snapshot, on the main thread
+        "import sys\n"
+        "def _on_return(frame, event, arg):\n"
+        "    if event == 'return' and frame.f_code.co_name == '_dedupe':\n"
+        "        module = sys.modules['tests.test_mod']\n"
+        "        for f in (module.test_add, module.test_add_neg):\n"
+        "            f.__code__ = (lambda: None).__code__\n"
+        "        sys.setprofile(None)\n"
+        "_profile = sys.setprofile(_on_return)\n"
+        "def add(a, b):\n    return a - b\n"),
     "a test module's global": (
         "import sys\n"
         "def add(a, b):\n"

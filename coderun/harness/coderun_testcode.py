@@ -230,25 +230,31 @@ def _methods_of(value) -> list:
 # -- the snapshot -------------------------------------------------------------------------------
 
 def take(items: list, root: str, sample: str) -> list[str]:
-    """Snapshot the items' test code (see the module docstring); returns what is not the code of its file."""
+    """Snapshot the items' test code (see the module docstring); returns what is not the code of its file.
+    The snapshot is held and the audit hook installed before anything is checked: a thread the sample started
+    that swaps a test's code mid-check is then seen either by the checks (before the snapshot) or by
+    `changes` (after it), never in between."""
     started = _clock()
     root, sample = os.path.realpath(root), os.path.realpath(os.path.join(root, sample)) if sample else ""
     _state.update(root=root, sample=sample)
     modules = _test_modules(items, root, sample)
-    problems = _watch(items, modules, root, sample)
+    checks = _watch(items, modules, root)
     _install_audit()
+    problems = [p for check in checks for p in check()]
     cost["tests_snapshot_ms"] = (_clock() - started) * 1000
     return problems
 
 
-def _watch(items: list, modules: dict, root: str, sample: str) -> list[str]:
-    functions, owners, problems = [], [], []
+def _watch(items: list, modules: dict, root: str) -> list:
+    """Hold the snapshot; returns the checks to run on it (each a callable returning problems)."""
+    functions, owners, checks = [], [], []
+    sample = _state["sample"]
     for item in items:
         func = _item_function(item)
         if func is not None:
             owners.append((item, "obj", func, f"the test {item.nodeid}"))
             if _file_of(item) != sample:  # a task whose function is in a test file: its tests are the sample's
-                problems += _not_test_code(item, func)
+                checks.append(lambda item=item, func=func: _not_test_code(item, func))
             functions += [(f"{item.nodeid}", f) for f in _reached(func)]
         for fixturedef, fixture in _fixture_functions(item):
             if fixture is not None:
@@ -263,10 +269,10 @@ def _watch(items: list, modules: dict, root: str, sample: str) -> list[str]:
                 mappings.append((f"{rel}::{value.__qualname__}", vars(value), None))
             functions += [(f"{rel}::{getattr(f, '__qualname__', name)}", f) for f in _methods_of(value)]
     kept = _dedupe(functions)
-    problems += [p for label, f in kept for p in _not_its_file(label, f)]
     _state.update(functions=[(label, f, _held(f)) for label, f in kept], owners=owners,
                   mappings=[(label, m, dict(m), module, dict(m)) for label, m, module in mappings])
-    return problems
+    checks += [lambda label=label, f=f: _not_its_file(label, f) for label, f in kept]
+    return checks
 
 
 def _dedupe(functions: list) -> list:
