@@ -234,10 +234,14 @@ def _format_errors(path: Path, root: yaml.Node | None, exc: ValidationError) -> 
     return "\n".join(lines)
 
 
+# libyaml's loader when PyYAML has it (10x the pure-Python one: every command that names a project reads
+# every manifest, to find the one whose `name` it is); the same documents either way.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def parse_manifest(text: str, path: Path) -> Manifest:
     try:
-        root = yaml.compose(text)
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_LOADER)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f":{mark.line + 1}" if mark else ""
@@ -246,8 +250,8 @@ def parse_manifest(text: str, path: Path) -> Manifest:
         raise ManifestError(f"{path}: a manifest is a YAML mapping with at least name, source, python")
     try:
         manifest = Manifest.model_validate({**data, "origin": path})
-    except ValidationError as e:
-        raise ManifestError(_format_errors(path, root, e),
+    except ValidationError as e:  # the node tree (line numbers) only for the message
+        raise ManifestError(_format_errors(path, yaml.compose(text, Loader=_LOADER), e),
                             hint="see the manifest reference in docs/manifests.md") from None
     supplementary_files(manifest)  # a missing file is an error of the manifest, found when it is read
     return manifest
