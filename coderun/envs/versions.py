@@ -13,6 +13,7 @@ applies but is not installed is listed as missing rather than failing the run.
 
 from __future__ import annotations
 
+import functools
 import json
 import platform
 from datetime import datetime, timezone
@@ -74,9 +75,10 @@ def project_environment(output: str, *, project: str, backend: Literal["local", 
 # ------------------------------------------------------------------------------- coderun's side
 
 
+@functools.cache
 def coderun_environment() -> CoderunEnvironment:
     """This process: coderun's version, the interpreter, and the installed version of every distribution
-    coderun's requirements pull in."""
+    coderun's requirements pull in. Read once per process (a run asks at its start and when it resumes)."""
     try:
         root = metadata.distribution("coderun")
     except metadata.PackageNotFoundError:  # run from a source tree that was never installed
@@ -105,7 +107,8 @@ def _closure(root: metadata.Distribution) -> tuple[list[Package], list[str]]:
             missing.add(str(req))
             continue
         extras_seen[key] = extras_seen.get(key, set()) | extras
-        found[key] = Package(name=dist.metadata["Name"] or req.name, version=dist.version)
+        meta = dist.metadata  # parsed anew on every access
+        found[key] = Package(name=meta["Name"] or req.name, version=meta["Version"])
         todo += _applicable(dist, extras_seen[key])
     return sorted(found.values(), key=lambda p: canonicalize_name(p.name)), sorted(missing)
 

@@ -11,6 +11,7 @@ turn an id the selected tasks do not know into a precise problem ("declared but 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -74,19 +75,25 @@ def explaining_resolver(settings: Settings, declared: dict[str, Declared], manif
     benchmark is `Unavailable` with its build's reason; so is a declared task of a project whose build
     failed (`failed`: project -> why) or whose build did not produce it. Other ids stay unknown (None).
     """
-    tasks = store.query(settings)
-    by_key: dict[str, Task] = {}
-    for t in tasks:
-        for key in (t.task_id, *t.aliases):
-            by_key.setdefault(key, t)
-    benchmark = {t.task_id for t in load_tasks(settings, include_weak=include_weak, rigor=rigor)}
-    reports = {p: ProjectTaskReport.model_validate_json(r) for p, r in store.build_reports(settings).items()}
     wanted = set(projects)
+
+    @functools.cache
+    def stored() -> tuple[dict[str, Task], set[str], dict[str, ProjectTaskReport]]:
+        """Every stored task by id and alias, the benchmark's ids, the build reports: read when the first id
+        is asked about (a run with no samples, or only known ones, never reads them)."""
+        by_key: dict[str, Task] = {}
+        for t in store.query(settings):
+            for key in (t.task_id, *t.aliases):
+                by_key.setdefault(key, t)
+        benchmark = {t.task_id for t in load_tasks(settings, include_weak=include_weak, rigor=rigor)}
+        return by_key, benchmark, {p: ProjectTaskReport.model_validate_json(r)
+                                   for p, r in store.build_reports(settings).items()}
 
     def selected(project: str, lv: Level | None = None) -> bool:
         return (not wanted or project in wanted) and (level is None or lv is None or lv == level)
 
     def resolve(key: str) -> TaskRef | Unavailable | None:
+        by_key, benchmark, reports = stored()
         d = owner(declared, manifests, key)
         task = by_key.get(key) or (by_key.get(d.task_id) if d else None)
         if task is not None:
