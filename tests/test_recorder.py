@@ -277,6 +277,19 @@ def test_record_calls_keeps_what_both_runs_agree_on(project, tmp_path):
     assert sorted(project.rglob("*")) == before  # the runs were made on copies
 
 
+def test_a_mapped_id_that_does_not_collect_leaves_the_others_recorded(project, tmp_path):
+    """rdflib's parametrize ids embed the path of the tree the coverage map ran in; another tree does not
+    collect them. Given on pytest's command line, one such id ran no test at all ("ERROR: not found"), and
+    every task of the project got no pass+ input. Only the wanted tests run: `test_square_many` is not."""
+    gone = "tests/test_mod.py::test_manifest[file:///tmp/coderun-covmap-x/tree/manifest.ttl#t1]"
+    targets = {"toy/add": (TARGETS["add"], ["tests/test_mod.py::test_add", gone]),
+               "toy/square": (TARGETS["square"], [gone])}
+    got = record_calls(_manifest(project), Path(sys.executable), project, targets, log=tmp_path / "log")
+    assert [c.obs["value"] for c in got["toy/add"].calls] == [3, "ab"]
+    assert got["toy/add"].uncaptured == {}
+    assert got["toy/square"].seen == 0
+
+
 def test_record_calls_uses_what_a_killed_run_wrote(tmp_path):
     """A run killed at the time limit still leaves the calls captured before: both runs' are used."""
     root = tmp_path / "slow"

@@ -29,6 +29,11 @@ _RANK = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
 _POSITION = re.compile(r"\[#\d+(?:-\d+)*\]$")
 
 
+def command_line_id(nodeid: str) -> str:
+    """The id pytest's command line can name: a position key's function (every case of it)."""
+    return _POSITION.sub("", nodeid)
+
+
 def pytest_command(manifest: Manifest, python: str | Path, *, nodeids: list[str] | None = None,
                    junit: str | Path | None = None, rootdir: str | Path | None = None,
                    extra: list[str] | None = None, deselect: Iterable[str] = ()) -> list[str]:
@@ -43,7 +48,7 @@ def pytest_command(manifest: Manifest, python: str | Path, *, nodeids: list[str]
     cmd += list(manifest.tests.args)
     cmd += list(extra or [])
     if nodeids is not None:
-        cmd += list(dict.fromkeys(_POSITION.sub("", n) for n in nodeids))
+        cmd += list(dict.fromkeys(command_line_id(n) for n in nodeids))
     else:
         cmd += list(manifest.tests.paths)
         for test in [*(t.test for t in manifest.tests.ignore), *deselect]:

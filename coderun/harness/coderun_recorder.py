@@ -3,7 +3,7 @@
 Loaded with `-p coderun_recorder`; configured by the environment variable CODERUN_RECORD, the path of a JSON
 spec (removed from os.environ at import, so the tests never see it):
     {"targets": [target...], "task_ids": [...same order...], "max_calls": 20, "max_bytes": 65536,
-     "out": "/path/out.jsonl"}
+     "out": "/path/out.jsonl", "nodeids": [...the tests to keep after collection; optional]}
 A target is {"file" (relative to pytest's cwd), "qualname", "name", "lineno", "first", "end_lineno"}; a code
 object is the target's when its name is the target's, its first line is between `first` and `lineno` and its
 file is the target's file.
@@ -268,15 +268,18 @@ class _Follow:
 
 
 _RECORDER = None
+_WANTED = None  # the spec's "nodeids" (a set), when it names the tests to keep
 
 
 def _start():
-    global _RECORDER
+    global _RECORDER, _WANTED
     if _SPEC_PATH is None or _RECORDER is not None:
         return
     try:
         with open(_SPEC_PATH, encoding="utf-8") as fh:
             spec = json.load(fh)
+        if spec.get("nodeids") is not None:
+            _WANTED = set(spec["nodeids"])
         values.set_roots([os.getcwd(), tempfile.gettempdir()])
         _RECORDER = Recorder(spec)
     except Exception:
@@ -296,6 +299,20 @@ def _finish():
 
 def pytest_configure(config):
     _start()
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Keep the wanted tests (a wanted id without parameters keeps every parametrization). An id that does
+    not collect is only not run: on the command line it would stop pytest before any test ("not found")."""
+    if _WANTED is None:
+        return
+    kept, dropped = [], []
+    for item in items:
+        wanted = item.nodeid in _WANTED or item.nodeid.split("[", 1)[0] in _WANTED
+        (kept if wanted else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 def pytest_sessionfinish(session, exitstatus):
