@@ -292,14 +292,11 @@ def _run_with_contexts(manifest: Manifest, python: Path, copy: Path, work: Path,
     pytest_cmd = pytest_command(manifest, python, rootdir=copy, extra=["-p", "coderun_covctx", "-p", LIMIT_PLUGIN],
                                 deselect=timed_out)
     cmd = [str(python), "-m", "coverage", "run", f"--rcfile={rc}", *pytest_cmd[1:]]
-    collect_cmd = pytest_command(manifest, python, rootdir=copy, extra=["-p", "coderun_covctx", "--collect-only"])
     collected_file = work / "collected.json"
     with start_services(manifest.tests.services) as services:
         out = run_logged(cmd, copy, expand(env, services.env), manifest.tests.timeout * 3, log,
                          what="the coverage run")
-        # A second process names the tests again: an id it gives otherwise (a repr, the time) is not stable.
-        run_logged(collect_cmd, copy, expand({**env, "CODERUN_COVCTX_OUT": str(collected_file)}, services.env),
-                   manifest.tests.timeout, log, what="collecting the tests again")
+        _collect_again(manifest, python, copy, plugin_dir, collected_file, services.env, log)
     if out.returncode not in (0, 1) or not outcomes_file.is_file() or not data_file.is_file():
         raise TaskError(f"{manifest.name}: the coverage run that maps tests to functions did not complete "
                         f"(exit {out.returncode}){_old_coverage(python)}: " + _tail(out.stdout),
@@ -321,6 +318,23 @@ def _run_with_contexts(manifest: Manifest, python: Path, copy: Path, work: Path,
         raise TaskError(f"{manifest.name}: cannot read the coverage data: {_tail(read.stdout)}")
     lines = _relativize(json.loads(dump.read_text()), copy, renamed)
     return lines, outcomes, network, network_note, {k: n for n, k in renamed.items()}
+
+
+def _collect_again(manifest: Manifest, python: Path, copy: Path, plugin_dir: Path, out: Path,
+                   service_env: dict[str, str], log: Path | None) -> None:
+    """A second process names the tests again, with the tree at another path: an id it gives otherwise is
+    not stable (a repr, the time, or the tree's path: rdflib's test ids embed its data files' URIs, which
+    no sandbox's tree shares with this one)."""
+    moved = copy.with_name("tree-again")
+    copy.rename(moved)
+    try:
+        env = venv_env(python)
+        env.update(limit_env(manifest, test_env(manifest, moved), plugin_dir))
+        cmd = pytest_command(manifest, python, rootdir=moved, extra=["-p", "coderun_covctx", "--collect-only"])
+        run_logged(cmd, moved, expand({**env, "CODERUN_COVCTX_OUT": str(out)}, service_env), manifest.tests.timeout,
+                   log, what="collecting the tests again")
+    finally:
+        moved.rename(copy)
 
 
 def by_position(first: dict[str, str], second: dict[str, str]) -> dict[str, str]:
