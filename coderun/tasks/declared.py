@@ -65,6 +65,18 @@ def owner(declared: dict[str, Declared], manifests: Iterable[Manifest], key: str
     return next((Declared(m, key) for m in manifests if m.name == project), None)
 
 
+def _stored(settings: Settings, include_weak: bool, rigor: str
+            ) -> tuple[dict[str, Task], set[str], dict[str, ProjectTaskReport]]:
+    """Every stored task by id and alias, the benchmark's ids, the build reports."""
+    by_key: dict[str, Task] = {}
+    for t in store.query(settings):
+        for key in (t.task_id, *t.aliases):
+            by_key.setdefault(key, t)
+    benchmark = {t.task_id for t in load_tasks(settings, include_weak=include_weak, rigor=rigor)}
+    return by_key, benchmark, {p: ProjectTaskReport.model_validate_json(r)
+                               for p, r in store.build_reports(settings).items()}
+
+
 def explaining_resolver(settings: Settings, declared: dict[str, Declared], manifests: list[Manifest], *,
                         failed: dict[str, str], include_weak: bool = False, projects: Iterable[str] = (),
                         level: Level | None = None, rigor: str = "base") -> Resolver:
@@ -76,18 +88,8 @@ def explaining_resolver(settings: Settings, declared: dict[str, Declared], manif
     failed (`failed`: project -> why) or whose build did not produce it. Other ids stay unknown (None).
     """
     wanted = set(projects)
-
-    @functools.cache
-    def stored() -> tuple[dict[str, Task], set[str], dict[str, ProjectTaskReport]]:
-        """Every stored task by id and alias, the benchmark's ids, the build reports: read when the first id
-        is asked about (a run with no samples, or only known ones, never reads them)."""
-        by_key: dict[str, Task] = {}
-        for t in store.query(settings):
-            for key in (t.task_id, *t.aliases):
-                by_key.setdefault(key, t)
-        benchmark = {t.task_id for t in load_tasks(settings, include_weak=include_weak, rigor=rigor)}
-        return by_key, benchmark, {p: ProjectTaskReport.model_validate_json(r)
-                                   for p, r in store.build_reports(settings).items()}
+    # read when the first id is asked about: a run with no samples, or only known ones, never reads them
+    stored = functools.cache(lambda: _stored(settings, include_weak, rigor))
 
     def selected(project: str, lv: Level | None = None) -> bool:
         return (not wanted or project in wanted) and (level is None or lv is None or lv == level)
