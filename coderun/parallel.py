@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import signal
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -19,18 +20,23 @@ def parallel(fn: Callable[[Item], Result], todo: list[Item], jobs: int,
              *, on_event: Listener = silent) -> Iterator[tuple[Item, Result]]:
     """(item, fn(item)) as each finishes, `jobs` at a time. Interrupted (Ctrl-C) or failing, it starts
     nothing new but still hands over the tasks already under way that end well, so the caller keeps
-    them; then it re-raises."""
+    them; then it re-raises. A Ctrl-C is taken here, whatever the caller is doing with the last result
+    (raised in the caller's own code, it would close this generator and lose the tasks under way); a
+    second one interrupts at once."""
     ex = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="coderun-verify")
     running: dict[Future, Item] = {}
     pending = list(todo)
     try:
-        while pending or running:
-            while pending and len(running) < jobs:
-                item = pending.pop(0)
-                running[ex.submit(fn, item)] = item
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
-            for fut in done:
-                yield running.pop(fut), fut.result()
+        with _CtrlC() as ctrl_c:
+            while pending or running:
+                while pending and len(running) < jobs:
+                    item = pending.pop(0)
+                    running[ex.submit(fn, item)] = item
+                done, _ = wait(running, timeout=_POLL_SECONDS, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    yield running.pop(fut), fut.result()
+                ctrl_c.check()
+            ctrl_c.check()
     except GeneratorExit:
         raise
     except BaseException as e:
@@ -43,6 +49,36 @@ def parallel(fn: Callable[[Item], Result], todo: list[Item], jobs: int,
         raise
     finally:
         ex.shutdown(wait=True, cancel_futures=True)
+
+
+_POLL_SECONDS = 0.2  # how soon a Ctrl-C taken by _CtrlC is acted on
+
+
+class _CtrlC:
+    """SIGINT sets a flag that `check` raises as KeyboardInterrupt; a second SIGINT raises at once. Only in
+    the main thread (elsewhere Python cannot set a handler, and no Ctrl-C arrives there)."""
+
+    def __init__(self) -> None:
+        self.seen, self._installed, self._previous = False, False, None
+
+    def __enter__(self) -> _CtrlC:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+            self._installed = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._installed:
+            signal.signal(signal.SIGINT, self._previous)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.seen:
+            raise KeyboardInterrupt
+        self.seen = True
+
+    def check(self) -> None:
+        if self.seen:
+            raise KeyboardInterrupt
 
 
 class Tally:

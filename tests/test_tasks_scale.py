@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from coderun.cli.main import app
 from coderun.config import Settings, load_settings
 from coderun.errors import TaskError
 from coderun.evaluation.evaluate import EvalRequest, start_run
+from coderun.parallel import parallel
 from coderun.records import Task, TaskStatus
 from coderun.tasks import load_tasks, store
 from coderun.tasks.coverage_map import cap_tests
@@ -155,6 +157,30 @@ def test_kept_decisions_of_other_inputs_are_discarded(tmp_path):
 
 
 # ---------------------------------------------------------------------- build, kill, resume
+
+
+def test_ctrl_c_while_the_caller_handles_a_result_still_finishes_the_tasks_under_way():
+    """CI, loaded: the Ctrl-C came while the build was saving a decision (the caller's code, between two
+    results), closed the generator there, and the task under way was lost with no word said."""
+    release, events, got, handler = threading.Event(), [], [], signal.getsignal(signal.SIGINT)
+
+    def work(i: int) -> int:
+        if i == 1:
+            release.wait(10)  # under way when Ctrl-C comes
+        return i * 10
+
+    with pytest.raises(KeyboardInterrupt):
+        for item, result in parallel(work, [0, 1, 2], 2, on_event=events.append):
+            got.append((item, result))
+            if item == 0:
+                signal.raise_signal(signal.SIGINT)  # in the caller's code, between two results
+                release.set()
+    assert got == [(0, 0), (1, 10)]  # 1 finished and handed over; 2 never started
+    assert [e.text for e in events if "interrupted" in e.text] == [
+        "interrupted: finishing the 1 tasks under way; every decision made is kept, and running the same build "
+        "again resumes"]
+    assert signal.getsignal(signal.SIGINT) is handler  # put back
+
 
 
 @pytest.mark.slow
