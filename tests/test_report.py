@@ -195,3 +195,22 @@ def test_html_renders_in_headless_chromium(run_a, run_b, tmp_path):
     green = (abs(pixels[..., 0] - 0x2E / 255) < 0.02) & (abs(pixels[..., 1] - 0x7D / 255) < 0.02) & \
         (abs(pixels[..., 2] - 0x32 / 255) < 0.02)      # pass segments of the taxonomy bars (#2e7d32)
     assert blue.sum() > 500 and green.sum() > 200
+
+
+def test_a_chart_whose_values_are_all_na_has_no_legend_and_no_warning():
+    """CI's one warning: a report chart with every value n/a called legend() with nothing labeled, and
+    matplotlib warned on the user's terminal."""
+    import warnings
+
+    from coderun.report.html import _bars, _legend, plt
+
+    fig, ax = plt.subplots()
+    _bars(ax, [0.0, 1.0], [None, None], 0.4, "acc@1", "#000")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _legend(ax)
+    assert ax.get_legend() is None
+    _bars(ax, [2.0], [0.5], 0.4, "acc@5", "#000")
+    _legend(ax)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["acc@5"]
+    plt.close(fig)

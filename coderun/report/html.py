@@ -140,9 +140,16 @@ def _pass_chart(r: RunReport) -> str:
     ax.set_xticks([j + width * (len(r.ks) - 1) / 2 for j in range(len(rows))],
                   [name.replace("_", "\n") for name, _ in rows], fontsize=7)
     ax.set_ylabel("%")
-    ax.legend(fontsize=7, frameon=False)
+    _legend(ax)
     ax.spines[["top", "right"]].set_visible(False)
     return _svg(fig)
+
+
+def _legend(ax, **where: object) -> None:
+    """The chart's legend, when something in it has a label: with every value n/a there is none, and
+    matplotlib would warn on the user's terminal."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, frameon=False, **where)
 
 
 def _bars(ax, xs: list[float], values: list[float | None], width: float, label: str, color: str) -> None:
@@ -168,7 +175,7 @@ def _acc_chart(r: RunReport) -> str:
     ax.set_xticks([j + width * (len(r.ks) - 1) / 2 for j in range(len(kinds))],
                   ["overall", "types", "APIs", "variables"], fontsize=8)
     ax.set_ylabel("% of oracle tokens")
-    ax.legend(fontsize=7, frameon=False)
+    _legend(ax)
     ax.spines[["top", "right"]].set_visible(False)
     return _svg(fig)
 
@@ -186,7 +193,7 @@ def _taxonomy_chart(r: RunReport) -> str:
             left = [a + b for a, b in zip(left, values, strict=True)]
     ax.tick_params(axis="y", labelsize=7)
     ax.set_xlabel("samples")
-    ax.legend(fontsize=7, frameon=False, ncol=7, loc="upper center", bbox_to_anchor=(0.5, -0.18))
+    _legend(ax, ncol=7, loc="upper center", bbox_to_anchor=(0.5, -0.18))
     ax.spines[["top", "right"]].set_visible(False)
     return _svg(fig)
 
@@ -204,7 +211,7 @@ def _side_by_side(reports: Sequence[RunReport]) -> list[str]:
     ax.set_xticks([j + width * (len(reports) - 1) / 2 for j in range(len(names))],
                   [n.replace("_", "\n") for n in names], fontsize=7)
     ax.set_ylabel(f"pass@{k} %")
-    ax.legend(fontsize=7, frameon=False)
+    _legend(ax)
     ax.spines[["top", "right"]].set_visible(False)
     return ["<h2>Side by side</h2>", f'<div class="charts">{_chart(_svg(fig), f"pass@{k} per group and run")}</div>']
 
