@@ -36,7 +36,6 @@ def parallel(fn: Callable[[Item], Result], todo: list[Item], jobs: int,
                 for fut in done:
                     yield running.pop(fut), fut.result()
                 ctrl_c.check()
-            ctrl_c.check()
     except GeneratorExit:
         raise
     except BaseException as e:

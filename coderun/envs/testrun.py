@@ -29,6 +29,11 @@ _RANK = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
 _POSITION = re.compile(r"\[#\d+(?:-\d+)*\]$")
 
 
+def files_of(nodeids: Iterable[str]) -> list[str]:
+    """The files of these node ids, each once, first seen first: what pytest is given to collect."""
+    return list(dict.fromkeys(n.split("::", 1)[0] for n in nodeids))
+
+
 def command_line_id(nodeid: str) -> str:
     """The id pytest's command line can name: a position key's function (every case of it)."""
     return _POSITION.sub("", nodeid)

@@ -21,7 +21,7 @@ from pathlib import Path
 from pydantic import Field, JsonValue
 
 from coderun.envs.services import expand, start_services
-from coderun.envs.testrun import command_line_id, pytest_command, run_logged, test_env, venv_env
+from coderun.envs.testrun import command_line_id, files_of, pytest_command, run_logged, test_env, venv_env
 from coderun.errors import TaskError
 from coderun.harness import HARNESS_DIR, RECORDER_FILES
 from coderun.manifests.schema import Manifest
@@ -111,9 +111,8 @@ def _run_once(manifest: Manifest, python: Path, tree: Path, run_dir: Path, plugi
     env["CODERUN_RECORD"] = str(spec_file)
     # The files on the command line and the ids kept by the recorder after collection: an id that does not
     # collect (rdflib's embed the path of the tree the coverage map ran in) must not stop the whole run.
-    files = list(dict.fromkeys(n.split("::", 1)[0] for n in union))
     spec_file.write_text(json.dumps({**spec, "out": str(out_file), "nodeids": [command_line_id(n) for n in union]}))
-    cmd = pytest_command(manifest, python, nodeids=files, rootdir=copy,
+    cmd = pytest_command(manifest, python, nodeids=files_of(union), rootdir=copy,
                          extra=["-p", "coderun_recorder", f"--basetemp={run_dir.parent / 'basetemp'}"])
     complete = True
     try:

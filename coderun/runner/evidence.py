@@ -24,6 +24,7 @@ import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
+from coderun.envs.testrun import files_of
 from coderun.harness import HARNESS_DIR, REPORTER_FILES
 from coderun.records import OUTCOME_RANK, Evidence, Finding, FindingKind, TestOutcome
 from coderun.runner.corroborate import corroborate
@@ -86,7 +87,7 @@ def sample_command(python: str, run: SampleRun) -> list[str]:
     # is then a missing test (a failure of that test), not an argument error that runs nothing.
     # The rootdir is the tree (the cwd), as in the baseline: an ini file below it (a monorepo's
     # pkg/pytest.ini) would otherwise root the node ids there and none of the wanted ones would match.
-    files = list(dict.fromkeys(n.split("::", 1)[0] for n in run.nodeids))
+    files = files_of(run.nodeids)
     keep = [arg for n in run.nodeids for arg in ("--coderun-keep", n)]
     return [python, "-m", "pytest", "-p", REPORTER_MODULE, "-o", "addopts=", "-q", "--tb=short",
             "-p", "no:cacheprovider", "-p", "no:xdist", "--rootdir=.", *run.pytest_args, *keep,
