@@ -3,7 +3,8 @@ the figures are in docs/benchmarks.md.
 
     python benchmarks/main_job.py [--runs 3] [--project cachetools] [--pip-cache DIR]
 
-Each cold run gets a new, empty `$CODERUN_HOME`; pip's cache stays warm (`--pip-cache`, default: pip's own
+Each cold run gets a new, empty `$CODERUN_HOME` (in `--homes`, default ~/.cache beside the default home:
+a home under /tmp is also bound into each sandbox's private /tmp); pip's cache stays warm (`--pip-cache`, default: pip's own
 or PIP_CACHE_DIR), so downloads are not timed. After the last cold run, the same command runs once more in
 that home: the warm time. Printed: every run's wall time, exit code and the ground truth it reported, the
 cold median, and the machine's load before and after (other processes share the cores).
@@ -47,17 +48,20 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3, help="cold runs (default 3)")
     ap.add_argument("--project", default="cachetools")
+    ap.add_argument("--homes", type=Path, default=Path.home() / ".cache",
+                    help="where the homes are made (default ~/.cache)")
     ap.add_argument("--pip-cache", default=os.environ.get("PIP_CACHE_DIR"), help="pip's cache, kept warm")
     args = ap.parse_args()
     env = {k: v for k, v in os.environ.items() if k != "CODERUN_HOME"}
     if args.pip_cache:
         env["PIP_CACHE_DIR"] = args.pip_cache
-    print(f"load before: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores")
+    print(f"load before: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores; homes in {args.homes}")
     cold, home = [], None
     for i in range(args.runs):
         if home:
             shutil.rmtree(home, ignore_errors=True)
-        home = Path(tempfile.mkdtemp(prefix="main-job-home-"))
+        args.homes.mkdir(parents=True, exist_ok=True)
+        home = Path(tempfile.mkdtemp(prefix="main-job-home-", dir=args.homes))
         seconds, code, truth = run(home, args.project, env)
         cold.append(seconds)
         print(f"cold {i + 1}: {seconds:6.1f} s  exit {code}  ground truth {truth}", flush=True)

@@ -324,6 +324,39 @@ def test_exit_codes_are_read_without_waitstatus_to_exitcode_missing_before_3_9()
         assert children.status_code(status) == expected
 
 
+_CLEAN = """
+import os, sys
+sys.path.insert(0, sys.argv[1])
+import coderun_children
+from types import SimpleNamespace
+top = sys.argv[2]
+for rel in ("lead/junk.txt", "junk/deep/file", "file.txt", "kept/file"):
+    os.makedirs(os.path.dirname(os.path.join(top, rel)), exist_ok=True)
+    open(os.path.join(top, rel), "w").close()
+coderun_children.clean_shared(SimpleNamespace(cfg={"clean": [top], "keep": [top + "/kept"]}, scratch=top + "/wk"))
+print(sorted(os.path.relpath(os.path.join(d, f), top) for d, _, fs in os.walk(top) for f in fs))
+"""
+
+
+@pytest.mark.skipif(not shutil.which("bwrap"), reason="needs bubblewrap (CI installs it)")
+def test_a_samples_leftovers_go_and_the_sandboxs_own_mounts_stay(tmp_path):
+    """The worker empties /tmp after each sample; bubblewrap binds the venv and harness in where they are on
+    the host, often under /tmp (a home there). Removing such a read-only tree failed file by file, over
+    100 ms after every sample; a writable mount there would have been emptied."""
+    mounted = tmp_path / "venv"
+    (mounted / "lib").mkdir(parents=True)
+    (mounted / "lib" / "mod.py").write_text("x = 1\n")
+    top = "/tmp/top"
+    argv = ["bwrap", "--dev-bind", "/", "/", "--tmpfs", "/tmp", "--bind", str(mounted), f"{top}/lead/venv",
+            sys.executable, "-c", _CLEAN, str(HARNESS_DIR), top]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode and "namespace" in done.stderr:
+        pytest.skip(f"bubblewrap cannot make a sandbox here: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['kept/file', 'lead/venv/lib/mod.py']"
+    assert (mounted / "lib" / "mod.py").read_text() == "x = 1\n"
+
+
 # -- one hasher, one set of messages, every file shipped --------------------------------------------
 
 # What the naive path ran before the hasher was shared (coderun.runner.execute._HASH_SCRIPT, an os.walk):
