@@ -46,6 +46,7 @@ from coderun.envs.testrun import (
     timed_out_note,
     timed_out_tests,
 )
+from coderun.envs.venv import make_venv
 from coderun.envs.versions import PACKAGES_SCRIPT, project_environment
 from coderun.errors import EnvironmentBuildError
 from coderun.events import Listener, Note, silent
@@ -153,7 +154,19 @@ def find_python(version: str) -> tuple[Path, bool]:
     return Path(sys.executable), f"{sys.version_info[0]}.{sys.version_info[1]}" == version
 
 
+_versions: dict[str, str] = {}   # interpreter path -> "X.Y": a build asks up to 16 times, each a process
+
+
 def _version_of(exe: str) -> str | None:
+    if exe not in _versions:
+        found = _ask_version(exe)
+        if found is None:  # not there yet (a venv before it is made): ask again next time
+            return None
+        _versions[exe] = found
+    return _versions[exe]
+
+
+def _ask_version(exe: str) -> str | None:
     try:
         out = subprocess.run([exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
                              capture_output=True, text=True, timeout=30)
@@ -262,8 +275,8 @@ def build_local_env(manifest: Manifest, settings: Settings, *, force: bool = Fal
             tempfile.TemporaryDirectory(prefix="coderun-build-") as tmp:
         venv = env.path / "venv"
         with steps.step("create venv"):
-            _check(_run([str(python), "-m", "venv", str(venv)], env.logs / "venv.log", step="venv"),
-                   env.logs / "venv.log", "creating the venv")
+            make_venv(python, venv, lambda argv, what: _check(_run(argv, env.logs / "venv.log", step="venv"),
+                                                              env.logs / "venv.log", what))
         venv_env = _venv_env(venv)
         if manifest.install.pre_install:
             _prepare_tree(manifest, co.path, env, venv_env, steps)
