@@ -7,8 +7,8 @@ Sample set: CoderEval's released CodeGen samples (default ../shared/codereval/re
 beside the repository)
 on the built-in tasks that carry a CoderEval alias (`coderun tasks build <project>` makes them). Each
 repetition evaluates the set with `naive` and then with `workers`, and prints: samples, unique samples,
-wall time of each, the ratio, the median per-sample overhead of workers (the wall time of each unique
-sample minus its mapped tests' baseline duration), the median cost of the reporter's integrity check per
+wall time of each, the ratio, the per-sample overhead of each executor, median and 90th percentile (the wall
+time of each unique sample minus its mapped tests' baseline duration), the median cost of the reporter's integrity check per
 sample with each executor (its snapshot and its verification after every test, as the reporter measured
 them), what the differential step (pass+) adds to the samples it runs for (the step's own time, measured in
 the test process, against the rest of the sample's evaluation) and whether every verdict agreed. On the local
@@ -86,6 +86,13 @@ def overheads(results: dict, tasks: dict) -> list[float]:
     return out
 
 
+def percentiles_ms(values: list[float]) -> tuple[float, float]:
+    """(median, 90th percentile) in milliseconds; nan without values."""
+    if len(values) < 2:
+        return (1000 * values[0],) * 2 if values else (float("nan"), float("nan"))
+    return 1000 * statistics.median(values), 1000 * statistics.quantiles(values, n=10)[-1]
+
+
 def integrity_ms(results: dict) -> float:
     """Median cost of the integrity check per unique sample that ran (the reporter's own figure)."""
     costs = [r.evidence.integrity_ms for r in results.values()
@@ -112,8 +119,10 @@ def one_round(args, settings, tasks, backend: str, samples: Path, work: Path, n:
     differ = [k for k in naive if (naive[k].verdict, naive[k].failure) != (workers.get(k) and
               (workers[k].verdict, workers[k].failure))]
     over = overheads(workers, by_id)
+    over_naive = overheads(naive, by_id)
     row = {"backend": backend, "samples": n, "unique": unique, "naive_s": naive_wall, "workers_s": wk_wall,
            "ratio": naive_wall / wk_wall, "overhead_ms": 1000 * statistics.median(over) if over else float("nan"),
+           "overhead": {"naive": percentiles_ms(over_naive), "workers": percentiles_ms(over)},
            "agree": not differ and len(naive) == len(workers), "differ": differ,
            "infra": (naive_sum.infra, wk_sum.infra), "fallbacks": len(wk_sum.problems),
            "passed": (naive_sum.passed, wk_sum.passed),
@@ -123,6 +132,9 @@ def one_round(args, settings, tasks, backend: str, samples: Path, work: Path, n:
           f"verdicts {'all agree' if row['agree'] else f'{len(differ)} DIFFER'}  "
           f"pass {naive_sum.passed}/{wk_sum.passed}  infra {naive_sum.infra}/{wk_sum.infra}  "
           f"fallbacks {row['fallbacks']}", flush=True)
+    print(f"{backend:6} overhead per sample above its tests' baseline time, median / p90: naive "
+          f"{row['overhead']['naive'][0]:.0f} / {row['overhead']['naive'][1]:.0f} ms, workers "
+          f"{row['overhead']['workers'][0]:.0f} / {row['overhead']['workers'][1]:.0f} ms", flush=True)
     print(f"{backend:6} integrity check per sample, median: naive {row['integrity_ms'][0]:.1f} ms, "
           f"workers {row['integrity_ms'][1]:.1f} ms", flush=True)
     if backend == "local" and args.isolation_cost:
