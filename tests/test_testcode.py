@@ -94,6 +94,30 @@ def test_tests_changed_after_or_before_collection_fail_as_tampering(request, exe
     assert good.tampering == [] and grade(good.expected, good).verdict is VerdictKind.PASS, good
 
 
+def test_a_tests_helper_given_the_samples_code_before_collection_ended_is_tampering(request, tmp_path):
+    """A helper of the tests (not a test item) whose code a sample swapped for its own before collection
+    ended was not reported: the check compared only code from the copy's other files with their text."""
+    project = write_project(tmp_path / "project")
+    (project / "tests" / "test_mod.py").write_text(
+        "from pkg.mod import add\n\n\ndef _check(got, want):\n    assert got == want\n\n\n"
+        "def test_add():\n    _check(add(1, 2), 3)\n\n\ndef test_add_neg():\n    _check(add(-1, 1), 0)\n")
+    wrong = ("import sys\n"
+             "def _on_return(frame, event, arg):\n"
+             "    if event == 'return' and frame.f_code.co_name == '<module>' and 'test_mod' in frame.f_code.co_filename:\n"
+             "        frame.f_globals['_check'].__code__ = (lambda got, want: None).__code__\n"
+             "_profile = sys.setprofile(_on_return)\n"
+             "def add(a, b):\n    sys.setprofile(None)\n    return a - b\n")
+    spec = SandboxSpec(project="tiny", project_dir=str(project), python=str(request.getfixturevalue("tiny_venv")),
+                       limits=LIMITS)
+    with quiet(), create_sandbox("local", spec) as sb:
+        ev = run_sample(sb, SampleRun(relfile="pkg/mod.py", new_source=wrong, nodeids=NODEIDS, timeout=60,
+                                      per_test_timeout=10, env={}))
+    verdict = grade(ev.expected, ev)
+    assert (verdict.verdict, verdict.failure) == (VerdictKind.FAIL, "other/tampering"), ev
+    assert any("_check comes from the sample's file" in f.detail for f in ev.tampering), ev.tampering
+    _right_passes_and_wrong_fails(spec)
+
+
 def test_generated_methods_of_test_classes_are_not_tampering(request, tmp_path):
     """The ground truth of pre-commit failed as tampering: a NamedTuple's `__new__` (and a dataclass's
     `__init__`), made by exec with the file name `<string>`, was taken for a file of the copy that cannot be

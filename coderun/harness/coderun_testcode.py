@@ -304,8 +304,11 @@ def _ours(path: str) -> bool:
 
 def _not_its_file(label: str, func) -> list[str]:
     """A function the tests run whose code comes from a file of the copy, but is not that file's code (compiled
-    from its text)."""
+    from its text); or whose code comes from the sample's file while it lives in a test module's globals (a
+    helper of the tests given the sample's code before collection ended: no file's own function is that)."""
     path = _file_of_code(func.__code__)
+    if path and path == _state["sample"] and _ours(_globals_file(func)):
+        return [f"the code of {label} comes from the sample's file (changed before collection ended)"]
     if not _ours(path):
         return []
     text = _source(path)
@@ -317,12 +320,16 @@ def _not_its_file(label: str, func) -> list[str]:
     return [f"the code of {label} is not the code of {os.path.basename(path)} (changed before collection ended)"]
 
 
+def _globals_file(func) -> str:
+    own = func.__globals__.get("__file__")
+    return os.path.realpath(own) if isinstance(own, str) else ""
+
+
 def _impersonates(func, path: str, index: dict) -> bool:
     """A wrapper made elsewhere that names the file and line of the test it wraps (hypothesis's `@given` does,
     to hide its internals from pytest): its globals are not that file's module's, and among the functions it
     wraps is the file's own code at that line."""
-    own = func.__globals__.get("__file__")
-    if own and os.path.realpath(own) == path:  # a function of the file itself: its code must be the file's
+    if _globals_file(func) == path:  # a function of the file itself: its code must be the file's
         return False
     line = func.__code__.co_firstlineno
     return any(c.co_firstlineno == line and _file_of_code(c) == path and any(c == k for k in index.get((c.co_name, line), ()))
