@@ -1,5 +1,6 @@
 """Tests written for coderun's benchmark (not part of dateutil): tzname_in_python2, which dateutil's own tests
-never call (it decorates the tzname methods when dateutil.tz is imported, before any test runs)."""
+never call (it decorates the tzname methods when dateutil.tz is imported, before any test runs). They ask
+only what its docstring says: on Python 3 a decorated tzname gives the same names; on Python 2, bytestrings."""
 
 from dateutil.tz import _common
 
@@ -13,16 +14,15 @@ class _Zone:
         return self.name
 
 
-def test_tzname_in_python2_leaves_python3_functions_alone(monkeypatch):
+def test_tzname_in_python2_leaves_python3_names_as_they_are(monkeypatch):
     monkeypatch.setattr(_common, "PY2", False)
-    assert _common.tzname_in_python2(_Zone.tzname) is _Zone.tzname
+    wrapped = _common.tzname_in_python2(_Zone.tzname)
+    assert wrapped(_Zone("UTC"), None) == "UTC"
+    assert wrapped(_Zone("Europe/Paris"), None) == "Europe/Paris"
 
 
 def test_tzname_in_python2_encodes_names_on_python2(monkeypatch):
     monkeypatch.setattr(_common, "PY2", True)
     wrapped = _common.tzname_in_python2(_Zone.tzname)
-    assert wrapped is not _Zone.tzname
-    assert wrapped.__name__ == "tzname" and wrapped.__doc__ == "The zone's name."
     assert wrapped(_Zone("UTC"), None) == b"UTC"
-    assert wrapped(_Zone("Europe/Paris"), dt=None) == b"Europe/Paris"
-    assert wrapped(_Zone(None), None) is None
+    assert wrapped(_Zone("Europe/Paris"), None) == b"Europe/Paris"
