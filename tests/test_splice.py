@@ -94,6 +94,31 @@ def test_method_is_reindented_into_its_class_and_keeps_decorator():
     assert ns["Box"].make(1).size == 2 and ns["Box"]().fetch  # neighbours intact
 
 
+@pytest.mark.parametrize("sample, calls", [
+    ("def grow(by):\n    return by * 3\n", True),                     # the prompt's signature, without self
+    ("def grow(\n    by,\n):\n    return by * 3\n", True),
+    ("def grow(self, by):\n    return by * 3\n", False),              # as the method has it
+    ("def grow(by, twice=False):\n    return by * 3\n", False),       # other parameters: as written
+])
+def test_a_methods_receiver_the_sample_leaves_out_is_put_back(sample, calls):
+    """CoderEval's prompt for shconfparser's Search.get_pattern(self, pattern, strip=True) is
+    `def get_pattern(pattern, strip=True):`; spliced as written, every sample got the instance as `pattern`
+    and failed with an AttributeError, whatever its body."""
+    result = splice(ORIGINAL, "Box.grow", sample)
+    assert result.ok, result.message
+    added = any("added the receiver 'self'" in n for n in result.notes)
+    assert added is calls
+    if calls:
+        assert run(result.new_source)["Box"]().grow(5) == 15
+
+
+def test_a_static_or_module_level_target_gets_no_receiver():
+    for qualname, sample in (("Box.make", "def make(n):\n    return n\n"), ("add", "def add(b=2):\n    return b\n"),
+                             ("Box.grow", "@staticmethod\ndef grow(by):\n    return by\n")):
+        result = splice(ORIGINAL, qualname, sample)
+        assert result.ok and not any("receiver" in n for n in result.notes), (qualname, result.notes)
+
+
 def test_sample_decorators_replace_the_originals():
     sample = "@staticmethod\ndef grow(by):\n    return by + 100\n"
     result = splice(ORIGINAL, "Box.grow", sample)

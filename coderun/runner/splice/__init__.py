@@ -18,7 +18,8 @@ What `splice` does with a sample, in order:
    module-level `def m`, or `m` inside a sample `class C` (or a class named like the last class of the
    qualname, or any class that defines `m`).
 4. Replacement: the original definition's byte range is replaced by the sample's, re-indented to the
-   original's depth. Decorators: the sample's when it has any, else the original's stay untouched.
+   original's depth. A method's `self`/`cls` that the sample's signature leaves out (CoderEval's prompts
+   do, for some methods) is put back when the sample's parameters are exactly the method's others. Decorators: the sample's when it has any, else the original's stay untouched.
    `async`: an async original stays async (a sync sample gets `async` prefixed, since callers await it);
    an async sample for a sync original is kept as written.
 5. Helpers: other definitions of the sample (functions, classes, simple `NAME = ...` assignments) are
@@ -31,8 +32,8 @@ What `splice` does with a sample, in order:
    `from __future__` imports, unless the file already has the same import. A sample's `from __future__`
    imports are dropped: they would change the semantics of the whole module.
 
-Where each step lives: `extract` (1-3), `place` (4-6), `replace` (the entry points), with `nodes`
-(tree-sitter), `pyparse` (Python's parser) and `result` (what a splice gives).
+Where each step lives: `extract` (1-3), `place` (4-6), `receiver` (4's `self`), `replace` (the entry points),
+with `nodes` (tree-sitter), `pyparse` (Python's parser) and `result` (what a splice gives).
 """
 
 from coderun.runner.splice.extract import extract_code, fenced_blocks, prepare_sample

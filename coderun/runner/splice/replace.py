@@ -26,6 +26,7 @@ from coderun.runner.splice.place import (
     top_level,
 )
 from coderun.runner.splice.pyparse import compile_error, original_compiles
+from coderun.runner.splice.receiver import restore_receiver
 from coderun.runner.splice.result import SampleSyntaxError, SpliceErrorKind, SpliceResult
 
 
@@ -69,13 +70,12 @@ def splice(original_file_source: str, target_qualname: str, sample_code: str, *,
     sample_node = prep.found.outer if own_decorators else prep.found.func
     replaced = target.outer if own_decorators else target.func
     make_async = is_async(target.func) and not is_async(prep.found.func)
-    function_code = statement_text(prep, sample_node, prefix, rows, make_async)
     plan = plan_helpers(prep, target, orig_root)
-    notes = prep.notes + plan.notes
+    notes = prep.notes + plan.notes + (["made the sample async: the original is async"] if make_async else [])
+    function_code = restore_receiver(statement_text(prep, sample_node, prefix, rows, make_async), target,
+                                     prep.found, notes)
     if keep_docstring:
         function_code = keep_original_docstring(function_code, prefix, target.func, notes)
-    if make_async:
-        notes.append("made the sample async: the original is async")
 
     gap = "\n\n" if target.classes else "\n\n\n"
     scope_text = "".join(gap + prefix + statement_text(prep, h, prefix, rows) for h in plan.in_scope)
