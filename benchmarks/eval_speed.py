@@ -1,7 +1,8 @@
 """Evaluation speed: the default executor (workers) against `--executor naive`, same samples, same machine.
 
-    python benchmarks/eval_speed.py [--backend local|docker|both] [--project P ...] [--limit N] [--jobs J]
-                                    [--repeat R] [--samples FILE] [--reverse] [--no-isolation-cost] [--keep DIR]
+    python benchmarks/eval_speed.py [--backend local|docker|both] [--project P ...] [--limit N] [--per-task N]
+                                    [--jobs J] [--repeat R] [--samples FILE] [--reverse] [--no-isolation-cost]
+                                    [--keep DIR]
 
 Sample set: CoderEval's released CodeGen samples (default ../shared/codereval/results-CodeGen-raw.jsonl,
 beside the repository)
@@ -24,6 +25,7 @@ found) before anything is timed.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import json
 import statistics
@@ -47,7 +49,16 @@ DEFAULT_SAMPLES = DEFAULT / "results-CodeGen-raw.jsonl"
 def sample_file(args, tasks, out: Path) -> tuple[int, int]:
     """The selected samples in coderun's format; returns (samples, unique (task, code) pairs)."""
     loaded = read_samples(args.samples, resolver_from_tasks(tasks))
-    chosen = loaded.samples[: args.limit] if args.limit else loaded.samples
+    chosen = loaded.samples
+    if args.per_task:  # every task, fewer samples: the whole benchmark's mix in a fraction of the time
+        counts: collections.Counter[str] = collections.Counter()
+        kept = []
+        for s in chosen:
+            counts[s.task_id] += 1
+            if counts[s.task_id] <= args.per_task:
+                kept.append(s)
+        chosen = kept
+    chosen = chosen[: args.limit] if args.limit else chosen
     chosen = chosen[::-1] if args.reverse else chosen
     out.write_text("".join(json.dumps({"task_id": s.task_id, "solution": s.code}) + "\n" for s in chosen))
     return len(chosen), len({(s.task_id, " ".join(s.code.split())) for s in chosen})
@@ -190,6 +201,7 @@ def main() -> None:
     ap.add_argument("--backend", choices=["local", "docker", "both"], default="both")
     ap.add_argument("--project", action="append", default=[])
     ap.add_argument("--limit", type=int, default=0, help="only the first N samples")
+    ap.add_argument("--per-task", type=int, default=0, help="only the first N samples of each task")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--samples", type=Path, default=DEFAULT_SAMPLES)
