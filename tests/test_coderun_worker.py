@@ -347,8 +347,10 @@ def test_a_samples_leftovers_go_and_the_sandboxs_own_mounts_stay(tmp_path):
     (mounted / "lib").mkdir(parents=True)
     (mounted / "lib" / "mod.py").write_text("x = 1\n")
     top = "/tmp/top"
-    argv = ["bwrap", "--dev-bind", "/", "/", "--tmpfs", "/tmp", "--bind", str(mounted), f"{top}/lead/venv",
-            sys.executable, "-c", _CLEAN, str(HARNESS_DIR), top]
+    # /tmp becomes empty; what the run needs from the host's /tmp (CI's venv and checkout) is bound back in.
+    needed = sorted({p for p in (sys.prefix, sys.base_prefix, str(HARNESS_DIR)) if p.startswith("/tmp/")})
+    argv = ["bwrap", "--dev-bind", "/", "/", "--tmpfs", "/tmp", *[a for p in needed for a in ("--ro-bind", p, p)],
+            "--bind", str(mounted), f"{top}/lead/venv", sys.executable, "-c", _CLEAN, str(HARNESS_DIR), top]
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode and "namespace" in done.stderr:
         pytest.skip(f"bubblewrap cannot make a sandbox here: {done.stderr.strip()}")
