@@ -9,8 +9,8 @@ beside the repository)
 on the built-in tasks that carry a CoderEval alias (`coderun tasks build <project>` makes them). Each
 repetition evaluates the set with `naive` and then with `workers`, and prints: samples, unique samples,
 wall time of each, the ratio, the per-sample overhead of each executor, median and 90th percentile (the wall
-time of each unique sample minus its mapped tests' baseline duration), the median cost of the reporter's integrity check per
-sample with each executor (its snapshot and its verification after every test, as the reporter measured
+time of each unique sample minus its mapped tests' baseline duration), the median cost of the reporter's
+integrity check per sample with each executor (its snapshot and its verification after every test, as the reporter measured
 them), what the differential step (pass+) adds to the samples it runs for (the step's own time, measured in
 the test process, against the rest of the sample's evaluation) and whether every verdict agreed. On the local
 backend each executor then runs the same samples again with `--isolation none`, then once more with namespaces:
@@ -129,11 +129,10 @@ def one_round(args, settings, tasks, backend: str, samples: Path, work: Path, n:
     wk_wall, wk_sum, workers = evaluate(settings, tasks, samples, backend, "workers", args.jobs, work / "workers")
     differ = [k for k in naive if (naive[k].verdict, naive[k].failure) != (workers.get(k) and
               (workers[k].verdict, workers[k].failure))]
-    over = overheads(workers, by_id)
-    over_naive = overheads(naive, by_id)
+    overhead = {name: percentiles_ms(overheads(results, by_id)) for name, results in
+                (("naive", naive), ("workers", workers))}
     row = {"backend": backend, "samples": n, "unique": unique, "naive_s": naive_wall, "workers_s": wk_wall,
-           "ratio": naive_wall / wk_wall, "overhead_ms": 1000 * statistics.median(over) if over else float("nan"),
-           "overhead": {"naive": percentiles_ms(over_naive), "workers": percentiles_ms(over)},
+           "ratio": naive_wall / wk_wall, "overhead_ms": overhead["workers"][0], "overhead": overhead,
            "agree": not differ and len(naive) == len(workers), "differ": differ,
            "infra": (naive_sum.infra, wk_sum.infra), "fallbacks": len(wk_sum.problems),
            "passed": (naive_sum.passed, wk_sum.passed),

@@ -5,8 +5,9 @@ the figures are in docs/benchmarks.md.
 
 Each cold run gets a new, empty `$CODERUN_HOME` (in `--homes`, default ~/.cache, beside the default home);
 pip's cache stays warm (`--pip-cache`, default: pip's own or PIP_CACHE_DIR), so downloads are not timed.
-After the last cold run, the same command runs as many times again in that home: the warm time. Printed: every run's wall time, exit code and the ground truth it
-reported, the cold and warm medians, and the machine's load before and after (other processes share the cores).
+After the last cold run, the same command runs as many times again in that home: the warm time. Printed:
+every run's wall time, exit code and the ground truth it reported, the cold and warm medians, and the
+machine's load before and after (other processes share the cores).
 """
 
 from __future__ import annotations

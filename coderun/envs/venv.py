@@ -38,10 +38,11 @@ Run = Callable[[list[str], str], None]   # runs and logs a command (argv, what i
 def make_venv(python: Path, venv: Path, run: Run) -> None:
     """Make `venv` for `python` with pip (and setuptools before 3.12)."""
     run([str(python), "-m", "venv", "--without-pip", str(venv)], "creating the venv")
-    found = _ask(venv / "bin" / "python")
+    python_in_venv = venv / "bin" / "python"
+    found = _ask(python_in_venv)
     wheels = [Path(w) for w in found.get("wheels", ())]
     if not wheels or not all(w.is_file() for w in wheels):
-        run([str(venv / "bin" / "python"), "-m", "ensurepip", "--upgrade", "--default-pip"], "installing pip (ensurepip)")
+        run([str(python_in_venv), "-m", "ensurepip", "--upgrade", "--default-pip"], "installing pip (ensurepip)")
         return
     scripts = Path(found["paths"]["scripts"])
     for wheel in wheels:  # the scripts' interpreter is the one ensurepip runs as: bin/pythonX.Y

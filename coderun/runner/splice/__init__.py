@@ -19,7 +19,8 @@ What `splice` does with a sample, in order:
    qualname, or any class that defines `m`).
 4. Replacement: the original definition's byte range is replaced by the sample's, re-indented to the
    original's depth. A method's `self`/`cls` that the sample's signature leaves out (CoderEval's prompts
-   do, for some methods) is put back when the sample's parameters are exactly the method's others. Decorators: the sample's when it has any, else the original's stay untouched.
+   do, for some methods) is put back when the sample's parameters are exactly the method's others.
+   Decorators: the sample's when it has any, else the original's stay untouched.
    `async`: an async original stays async (a sync sample gets `async` prefixed, since callers await it);
    an async sample for a sync original is kept as written.
 5. Helpers: other definitions of the sample (functions, classes, simple `NAME = ...` assignments) are
