@@ -215,3 +215,58 @@ def test_configurations_leave_the_baseline_key_alone(tmp_path):
     c.write_text(base.replace("'1'", "'2'"))
     key = baseline_tests_key(load_manifest(a))
     assert baseline_tests_key(load_manifest(b)) == key != baseline_tests_key(load_manifest(c))
+
+
+TOOL = {
+    "tool/__init__.py": "",
+    "tool/ops.py": f'''def double(x):
+    {DOC.format(what="double of x")}
+    twice = x
+    twice = twice + x
+    result = twice
+    return result
+''',
+    "tests/test_ops.py": '''import os
+
+import pytest
+
+from tool.ops import double
+
+
+@pytest.mark.skipif(os.environ.get("TOOL_CC") != "1", reason="no C compiler")  # lithium's test_crashes_2
+def test_double_of_a_compiled_value():
+    assert double(21) == 42
+
+
+def test_double():
+    assert double(3) == 6
+''',
+}
+
+
+@pytest.mark.slow
+def test_a_task_whose_tests_do_not_pass_in_this_environment_is_not_graded(tmp_path):
+    """lithium's tasks, verified where a compiler makes test_crashes_2 run, on an image without one: the test
+    skips in that environment's baseline, so every sample failed whatever its code. Now no sample runs: each
+    is an infrastructure error naming the test, and the run says how to make the tasks runnable."""
+    write_tree(tmp_path / "tool", TOOL)
+    base = f"name: tool\nsource: {{path: {tmp_path / 'tool'}}}\npython: '3.11'\ntests:\n  paths: [tests]\n"
+    built_dir, here_dir = tmp_path / "built", tmp_path / "here"
+    built_dir.mkdir()
+    here_dir.mkdir()
+    (built_dir / "tool.yaml").write_text(base + "  env: {TOOL_CC: '1'}\n")
+    (here_dir / "tool.yaml").write_text(base)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("CODERUN_HOME", str(tmp_path / "home"))
+        build_tasks(load_manifest(built_dir / "tool.yaml"), load_settings())
+        (task,) = load_tasks(load_settings())
+        assert "tests/test_ops.py::test_double_of_a_compiled_value" in task.tests
+        res = CliRunner().invoke(app, ["eval", "--backend", "local", "--ground-truth", "--run-dir",
+                                       str(tmp_path / "run"), "--projects", str(here_dir)],
+                                 env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    with RunStore.open(tmp_path / "run") as store:
+        (result,) = store.results()
+    assert result.verdict.value == "infra" and result.evidence is None
+    assert "test_double_of_a_compiled_value, skipped in its baseline" in result.reason
+    assert "1 task(s) cannot be graded in this environment" in " ".join(res.output.split())

@@ -244,7 +244,7 @@ def execute(store: RunStore, settings: Settings, *, jobs: int | None = None, clu
         u.inputs, u.rigor = inputs.get(u.task.task_id), config.rigor
     summary = RunSummary(store.path)
     projects = projects_of_run(store, [u.task.project for u in units], settings, tasks)
-    summary.problems += _record_environments(store, projects)
+    summary.problems += _record_environments(store, projects) + _not_runnable_notes(units, projects)
     with make_pool(config.executor, config.backend, {n: p.spec for n, p in projects.items()}, jobs,
                    cluster=cluster, manifests={n: p.manifest for n, p in projects.items()},
                    registry=settings.registry) as pool:
@@ -297,6 +297,24 @@ def _record_environments(store: RunStore, projects: dict[str, RunProject]) -> li
     return notes
 
 
+def _not_runnable_notes(units: list[_Unit], projects: dict[str, RunProject]) -> list[str]:
+    """A line per project with tasks whose tests do not all pass on the original in its environment (tasks
+    built in another one): their samples are infrastructure errors, not run."""
+    found: dict[str, dict[str, list[str]]] = {}
+    for u in units:
+        tests = projects[u.task.project].not_passing_here(u.task)
+        if tests:
+            found.setdefault(u.task.project, {})[u.task.task_id] = tests
+    notes = []
+    for name, tasks in sorted(found.items()):
+        tests = sorted({n for t in tasks.values() for n in t})
+        notes.append(f"{name}: {len(tasks)} task(s) cannot be graded in this environment: its baseline does not "
+                     f"pass {len(tests)} of their tests ({', '.join(tests[:3])}{', ...' if len(tests) > 3 else ''}); "
+                     "their samples are infrastructure errors (left out of pass@k). The tasks were verified in "
+                     f"another environment: rebuild them on this backend (coderun tasks build {name} --backend ...)")
+    return notes
+
+
 def _changes(old_python: str, new_python: str, old: list[Package], new: list[Package]) -> list[str]:
     python = [f"Python {old_python} -> {new_python}"] if old_python != new_python else []
     return python + differences(old, new)
@@ -324,7 +342,8 @@ def _run_units(units: list[_Unit], store: RunStore, pool: Pool, projects: dict[s
                     _count(summary, r)
                     progress(r)
                 summary.executed += 1
-                consecutive_infra = consecutive_infra + 1 if results[0].verdict == VerdictKind.INFRA else 0
+                ran = results[0].evidence is not None  # an infra verdict without a run is not the sandbox's
+                consecutive_infra = consecutive_infra + 1 if ran and results[0].verdict == VerdictKind.INFRA else 0
             if consecutive_infra >= MAX_CONSECUTIVE_INFRA:
                 for fut in running:
                     fut.cancel()

@@ -21,13 +21,13 @@ from coderun.runner.executors import Pool
 from coderun.runner.grade import grade, grade_unspliceable
 from coderun.runner.project import RunProject
 from coderun.runner.splice import splice
-from coderun.runner.taxonomy import SpliceSite
+from coderun.runner.taxonomy import Primary, SpliceSite
 
 
 @dataclass(frozen=True)
 class Judged:
     outcome: PlusOutcome             # base and pass+ verdicts
-    evidence: Evidence | None        # of the last configuration run (None: the code did not splice)
+    evidence: Evidence | None        # of the last configuration run (None: the code did not splice, or nothing ran)
     new_source: str | None           # the task's file with the code spliced in
     log_path: Path | None            # the last configuration's log
 
@@ -37,6 +37,9 @@ def judge(task: Task, code: str, project: RunProject, pool: Pool, *, inputs: Tas
     """The verdicts of `code` as the body of `task`'s target. `log` names the first configuration's log
     (`<log stem>.<configuration>.log` the others'); the differential step runs after the first
     configuration's tests, on `inputs` (pass+)."""
+    not_here = _not_runnable_here(task, project)
+    if not_here is not None:
+        return not_here
     original = (project.tree / task.file).read_text(encoding="utf-8")
     spliced = splice(original, task.qualname, code, lineno=task.lineno, keep_docstring=bool(task.own_doctests()))
     log_path = evidence = first_ev = None
@@ -63,6 +66,22 @@ def judge(task: Task, code: str, project: RunProject, pool: Pool, *, inputs: Tas
                           plus=plus.verdict, plus_failure=plus.failure, plus_reason=plus.reason,
                           checked=bool(inputs and inputs.inputs))
     return Judged(outcome, evidence, spliced.new_source, log_path)
+
+
+def _not_runnable_here(task: Task, project: RunProject) -> Judged | None:
+    """An infrastructure verdict, with nothing run, when some of the task's tests do not pass on the original in
+    this environment: no code can pass them, so a failure would say nothing about the code."""
+    elsewhere = project.not_passing_here(task)
+    if not elsewhere:
+        return None
+    reason = (f"{len(elsewhere)} of the task's tests do not pass on the original in this environment (first: "
+              f"{elsewhere[0]}, {project.baseline[elsewhere[0]]} in its baseline): the task was verified in "
+              f"another one; rebuild the tasks on this backend (coderun tasks build {task.project} --backend ...) "
+              "or give this environment what those tests need")
+    failure = Primary.INFRASTRUCTURE.value
+    outcome = PlusOutcome(base=VerdictKind.INFRA, base_failure=failure, base_reason=reason,
+                          plus=VerdictKind.INFRA, plus_failure=failure, plus_reason=reason)
+    return Judged(outcome, None, None, None)
 
 
 def _run(task: Task, pool: Pool, project: RunProject, new_source: str, log_path: Path, conf: ConfigurationTests,

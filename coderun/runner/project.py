@@ -38,6 +38,8 @@ class RunProject:
     tree: Path
     packages: frozenset[str] = frozenset()
     environment: ProjectEnvironment | None = field(default=None, compare=False)
+    # Each test's outcome on the original in this environment (its baseline); empty: not known.
+    baseline: dict[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def name(self) -> str:
@@ -46,6 +48,16 @@ class RunProject:
     def limits(self, durations: Sequence[float]) -> tuple[float, float]:
         """(per-test, whole-run) time limits for tests whose original took `durations` seconds."""
         return run_limits(list(durations), self.manifest)
+
+    def not_passing_here(self, task: Task) -> list[str]:
+        """The task's mapped tests that this environment's baseline ran and did not pass: a task verified in
+        another environment (another backend, machine or build) whose tests cannot all pass here, so no
+        sample of it can. As the build maps, a test the baseline did not see (a supplementary or
+        position-keyed one) is not held against it; a task with configurations is not checked (the baseline
+        is the default configuration's)."""
+        if not self.baseline or task.configurations:
+            return []
+        return [n for n in task.tests if self.baseline.get(n, "passed") != "passed"]
 
     def test_env(self, configuration: str = "") -> dict[str, str]:
         """The configuration's test environment. PYTHONPATH is left out: the runner sets it to the copy's
@@ -81,7 +93,7 @@ def run_projects(names: Sequence[str], backend: str, settings: Settings, tasks: 
     for name in names:
         manifest = find_manifest((manifests or {}).get(name) or name, settings)
         co = checkout(manifest, settings)
-        spec, environment = project_sandbox(manifest, settings, backend)  # builds the pre_install tree too
+        spec, environment, baseline = project_sandbox(manifest, settings, backend)  # builds the pre_install tree too
         spec = replace(spec, isolation=isolation, run_id=run_id or spec.run_id)
         tree = original_tree(manifest, settings, co.path)
         commits = {t.commit for t in tasks.values() if t.project == name}
@@ -90,7 +102,8 @@ def run_projects(names: Sequence[str], backend: str, settings: Settings, tasks: 
                             f"now at {co.commit[:12]}", hint=f"rebuild them: coderun tasks build {name}")
         source = ProjectSource(kind=co.kind, commit=co.commit, origin=co.origin, upstream=co.upstream)
         environment = environment.model_copy(update={"source": source})
-        out[name] = RunProject(manifest, spec, tree, top_level_packages(tree / manifest.import_root), environment)
+        out[name] = RunProject(manifest, spec, tree, top_level_packages(tree / manifest.import_root), environment,
+                               {t.nodeid: t.outcome for t in baseline.tests})
     return out
 
 

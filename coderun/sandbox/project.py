@@ -1,6 +1,6 @@
 """A project's sandbox: what differs per backend, in one table, and the limits of a project's test run.
 
-    project_sandbox(manifest, settings, backend) -> (SandboxSpec, ProjectEnvironment)   built when missing
+    project_sandbox(manifest, settings, backend) -> (SandboxSpec, ProjectEnvironment, Baseline)  built when missing
     build_environment(manifest, settings, backend, force=...) -> BuiltEnvironment       `coderun env build`
     run_limits(durations, manifest) -> (per-test, whole-run) time limits
 
@@ -52,13 +52,13 @@ class _Local:
     """A venv per project, its prepared tree beside it."""
 
     @staticmethod
-    def sandbox(manifest: Manifest, settings: Settings) -> tuple[SandboxSpec, ProjectEnvironment]:
-        from coderun.envs.local import build_local_env, find_local_env, local_packages
+    def sandbox(manifest: Manifest, settings: Settings) -> tuple[SandboxSpec, ProjectEnvironment, Baseline]:
+        from coderun.envs.local import build_local_env, find_local_env, load_baseline, local_packages
 
         env = find_local_env(manifest, settings) or build_local_env(manifest, settings)
         return SandboxSpec(project=manifest.name, project_dir=str(env.checkout.path), python=str(env.python),
                            import_root=_import_root(manifest), services=tuple(manifest.tests.services)), \
-            local_packages(env)
+            local_packages(env), load_baseline(env)
 
     @staticmethod
     def build(manifest: Manifest, settings: Settings, force: bool, on_event: Listener) -> BuiltEnvironment:
@@ -81,13 +81,13 @@ class _Docker:
     """An image per project, built from the base image."""
 
     @staticmethod
-    def sandbox(manifest: Manifest, settings: Settings) -> tuple[SandboxSpec, ProjectEnvironment]:
+    def sandbox(manifest: Manifest, settings: Settings) -> tuple[SandboxSpec, ProjectEnvironment, Baseline]:
         from coderun.envs.docker import build_project_image, find_project_image
 
         image = find_project_image(manifest, settings) or build_project_image(manifest, settings)
         return SandboxSpec(project=manifest.name, project_dir=image.workdir, python=image.python_path,
                            import_root=_import_root(manifest), image=image.tag,
-                           services=tuple(manifest.tests.services)), image.environment
+                           services=tuple(manifest.tests.services)), image.environment, image.baseline
 
     @staticmethod
     def build(manifest: Manifest, settings: Settings, force: bool, on_event: Listener) -> BuiltEnvironment:
@@ -117,8 +117,8 @@ _BACKENDS: dict[Backend, type[_Local] | type[_Docker]] = {Backend.LOCAL: _Local,
 
 
 def project_sandbox(manifest: Manifest, settings: Settings,
-                    backend: Backend | str) -> tuple[SandboxSpec, ProjectEnvironment]:
-    """The sandbox for a project's tests and what is installed in it, built when missing."""
+                    backend: Backend | str) -> tuple[SandboxSpec, ProjectEnvironment, Baseline]:
+    """The sandbox for a project's tests, what is installed in it and its baseline, built when missing."""
     return _BACKENDS[Backend.parse(backend)].sandbox(manifest, settings)
 
 
