@@ -1,3 +1,5 @@
+import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -6,7 +8,7 @@ from typer.testing import CliRunner
 from coderun.cli.main import app
 from coderun.config import load_settings
 from coderun.errors import ManifestError
-from coderun.manifests.schema import all_manifests, find_manifest, parse_manifest
+from coderun.manifests.schema import all_manifests, find_manifest, load_manifest, parse_manifest
 
 runner = CliRunner()
 
@@ -107,3 +109,19 @@ def test_resolve_as_of_is_a_date_or_false(value, ok):
     else:
         with pytest.raises(ManifestError, match="install.resolve_as_of"):
             parse_manifest(text, Path("demo.yaml"))
+
+
+def test_debian_packages_leave_the_venv_key_alone(tmp_path):
+    """install.apt goes into images only: adding gcc for lithium's image must not rebuild its venv (its
+    pre_install tree went missing for docker runs), while what pip installs still does. A manifest without
+    apt keeps the key it had."""
+    base = "name: m\nsource: {path: .}\npython: '3.11'\ninstall:\n  requirements: [pytest]\n"
+    plain, apt, more = tmp_path / "a.yaml", tmp_path / "b.yaml", tmp_path / "c.yaml"
+    plain.write_text(base)
+    apt.write_text(base + "  apt: [gcc, libc6-dev]\n")
+    more.write_text(base.replace("[pytest]", "[pytest, six]"))
+    key = load_manifest(plain).install_hash("commit")
+    assert load_manifest(apt).install_hash("commit") == key != load_manifest(more).install_hash("commit")
+    m = load_manifest(plain)
+    before = json.dumps({"python": m.python, "install": m.install.key_data()}, sort_keys=True) + "commit"
+    assert key == hashlib.sha256(before.encode()).hexdigest()[:16]

@@ -188,8 +188,9 @@ class Manifest(_Strict):
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
     def install_hash(self, *parts: str) -> str:
-        payload = json.dumps(
-            {"python": self.python, "install": self.install.key_data()}, sort_keys=True)
+        # Debian packages go into images only: a venv does not depend on them (an empty list, as keys had it).
+        install = {**self.install.key_data(), "apt": []}
+        payload = json.dumps({"python": self.python, "install": install}, sort_keys=True)
         return hashlib.sha256((payload + "|".join(parts)).encode()).hexdigest()[:16]
 
 

@@ -154,8 +154,8 @@ def original_tree(manifest: Manifest, settings: Settings, bare: Path) -> Path:
 
     env = find_local_env(manifest, settings)
     if env is None:
-        raise TaskError(f"{manifest.name}: its install.pre_install tree is not built",
-                        hint=f"coderun tasks build {manifest.name}")
+        raise TaskError(f"{manifest.name}: its install.pre_install tree is not built (the local environment keeps it)",
+                        hint=f"coderun env build {manifest.name} --backend local")
     return env.checkout.path
 
 
