@@ -42,6 +42,8 @@ def repack(data: bytes, top: str) -> bytes:
             if not name or left_out(name):
                 continue
             member.name = name
+            if "path" in member.pax_headers:  # a long name is also in the member's pax header, which wins
+                member.pax_headers["path"] = name
             dst.addfile(member, src.extractfile(member) if member.isfile() else None)
     return out.getvalue()
 
