@@ -2,7 +2,8 @@
 
 The container (what protects the host):
 - `network_mode="none"`: no network interface but loopback;
-- a read-only image filesystem; writable tmpfs only at /scratch (the samples' copies), /tmp, /dev/shm;
+- a read-only image filesystem; writable tmpfs only at /scratch (the samples' copies), /tmp, /dev/shm and
+  the sample user's home (emptied after each sample, as /tmp is);
 - every capability dropped, `no-new-privileges`, memory (no swap), pids and CPU limits, no core files;
 - its idle PID 1 (a zombie reaper) runs as `nobody`, samples run as the image's unprivileged user
   `coderun`, so a sample can neither signal PID 1 nor read or change coderun's own files;
@@ -45,6 +46,7 @@ from coderun.sandbox.docker_scripts import (
     READ,
     REAPER,
     SCRATCH,
+    USER_HOME,
     WRITE,
     WRITE_MANY,
 )
@@ -116,7 +118,8 @@ class DockerSandbox(Sandbox):
         name = re.sub(r"[^a-zA-Z0-9_.-]", "-", f"coderun-{self.spec.run_id}-{self.spec.project}-{self.spec.slot}")
         name = f"{name}-{uuid.uuid4().hex[:6]}"
         tmpfs = {SCRATCH: f"rw,exec,nosuid,nodev,size={lim.scratch_mb}m,mode=1777",
-                 "/tmp": f"rw,exec,nosuid,nodev,size={max(lim.scratch_mb // 4, 64)}m,mode=1777"}
+                 "/tmp": f"rw,exec,nosuid,nodev,size={max(lim.scratch_mb // 4, 64)}m,mode=1777",
+                 USER_HOME: f"rw,nosuid,nodev,size={max(lim.scratch_mb // 4, 64)}m,uid=1000,gid=1000"}
         if self.spec.services:  # the servers' data: out of the per-sample clean-up of /tmp and /scratch
             tmpfs[SERVICES] = f"rw,nosuid,nodev,size={max(lim.scratch_mb // 4, 256)}m,mode=1777"
         host_config = self._api.create_host_config(
@@ -411,8 +414,8 @@ class DockerSandbox(Sandbox):
         """The container enforces the limits; the worker empties the shared tmpfs folders after each
         sample and kills every other process of the sample user."""
         scratch = f"{SCRATCH}/wk-{uuid.uuid4().hex[:10]}"
-        return WorkerLayout(scratch=scratch, home="/tmp", kill_uid=True, clean=("/tmp", "/dev/shm", SCRATCH),
-                            keep=(HARNESS, scratch))
+        return WorkerLayout(scratch=scratch, home="/tmp", kill_uid=True,
+                            clean=("/tmp", "/dev/shm", SCRATCH, USER_HOME), keep=(HARNESS, scratch))
 
     def _kill_leftovers(self) -> None:
         import docker.errors

@@ -4,6 +4,9 @@ see tmpfs mounts)."""
 
 SCRATCH = "/scratch"                      # a tmpfs: the samples' copies and the workers' folders
 HARNESS = f"{SCRATCH}/.coderun-harness"  # coderun's files, spared by the clean-up
+# The sample user's home (images/base.Dockerfile): a tmpfs, emptied after each sample like /tmp. Tools that
+# find a home from the user database, not $HOME (ansible's ~/.ansible/tmp), write there.
+USER_HOME = "/home/coderun"
 
 # PID 1: reaps orphans as soon as they end (SIGCHLD wakes it), so their pids return to the limit at once;
 # exits (and so ends the container) when its stdin, held by the owning coderun process, reaches EOF.
@@ -35,7 +38,7 @@ CLEAN = ("import os, shutil, signal, stat, sys\n"
           "        os.chmod(os.path.dirname(path), stat.S_IRWXU); os.chmod(path, stat.S_IRWXU); func(path)\n"
           "    except OSError:\n"
           "        pass\n"
-          "for top in ('/tmp', '/dev/shm', '/scratch'):\n"
+          "for top in ('/tmp', '/dev/shm', '/scratch', '" + USER_HOME + "'):\n"
           "    for name in os.listdir(top):\n"
           "        p = os.path.join(top, name)\n"
           "        if p in keep or p == '" + HARNESS + "':\n"

@@ -31,6 +31,7 @@ import functools
 import glob
 import json
 import os
+import pwd
 import re
 import shutil
 import subprocess
@@ -196,15 +197,32 @@ def _scratch() -> str:
     return path
 
 
+@functools.cache
+def user_home() -> str:
+    """The home the user database names for the command's user, which tools read instead of $HOME (ansible's
+    ~/.ansible/tmp): a tmpfs of its own in the sandbox, which a worker empties after each sample. "" when that
+    is / or /tmp (root's sandbox user where the host has no user SANDBOX_UID: the copy names /tmp)."""
+    try:
+        home = os.path.normpath(pwd.getpwuid(SANDBOX_UID if os.geteuid() == 0 else os.getuid()).pw_dir)
+    except KeyError:
+        return ""
+    return "" if home in ("/", "/tmp") or not os.path.isabs(home) else home
+
+
 def view_args(view: View) -> list[str]:
+    """bubblewrap's arguments for `view`. The home tmpfs comes before the binds (the venv or $CODERUN_HOME
+    may be under it); the root, bubblewrap's own tmpfs, is made read-only last: a worker's root outlives its
+    samples, so what one wrote there (a /home/USER of its own making) the next one would have seen."""
     args = [*_system_args(), *_user_args()]
+    if user_home():
+        args += ["--tmpfs", user_home()]
     for path in view.read_only:
         args += ["--ro-bind", path, path]
     for path in view.writable:
         args += ["--bind", path, path]
     for path in view.hidden:
         args += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", os.devnull, path]
-    return args
+    return [*args, "--remount-ro", "/"]
 
 
 @dataclass

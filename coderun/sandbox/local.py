@@ -287,12 +287,13 @@ class LocalSandbox(Sandbox):
     def worker_layout(self) -> WorkerLayout:
         """The sandbox enforces no limit on a long-lived process: the worker applies the exec limits
         to each child itself (rlimits, and a pids cgroup per child where one can be made). In namespaces
-        its /tmp and /dev/shm are its own: it empties them after each sample, as in a container."""
+        its /tmp, /dev/shm and user's home are its own: it empties them after each sample, as in a container."""
         root, lim = self._root(), self.spec.limits
         limits = {"memory_mb": lim.memory_mb, "file_size_mb": lim.file_size_mb, "nproc": nproc_limit(lim.pids)}
         if self.isolated:
             keep = (str(root), str(root / "harness"), str(root / "wk"))
-            return WorkerLayout(scratch=str(root / "wk"), home="/tmp", clean=("/tmp", "/dev/shm", str(root)),
+            clean = ("/tmp", "/dev/shm", str(root), *filter(None, [isolation.user_home()]))
+            return WorkerLayout(scratch=str(root / "wk"), home="/tmp", clean=clean,
                                 keep=keep, kill_uid=True, limits=limits)
         return WorkerLayout(scratch=str(root / "wk"), home=str(root), limits=limits,
                             cgroup_root=PidsCgroup.probe_root(), pids=lim.pids)
