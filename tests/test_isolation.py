@@ -77,6 +77,18 @@ def test_a_sample_in_a_worker_has_no_network_but_loopback(request, backend):
     assert grade(ev.expected, ev).verdict is VerdictKind.PASS, ev
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_localhost_resolves_in_the_sandbox(request, backend):
+    """neo4j's test_bolt_connection_open resolves localhost and expects the connection to be refused: a docker
+    sandbox had an empty /etc/hosts (network_disabled), so its ground truth failed there and passed locally."""
+    spec = spec_for(backend, request)
+    with quiet(), create_sandbox(backend, spec) as sb:
+        w = sb.new_workdir()
+        done = sb.exec([sb.python, "-c", "import socket; print(socket.getaddrinfo('localhost', 9, 0, "
+                        "socket.SOCK_STREAM)[0][4][0])"], cwd=w, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() in ("127.0.0.1", "::1"), done.stderr
+
+
 # The sample: right only when its user's home (from the user database, as ansible finds it) is writable and
 # neither it nor / holds what a sample before it left there.
 HOME_PROBE = """\

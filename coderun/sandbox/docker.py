@@ -1,7 +1,8 @@
 """The `docker` backend: the project image (coderun/envs/docker.py), one long-lived container per slot.
 
 The container (what protects the host):
-- `network_mode="none"`: no network interface but loopback;
+- `network_mode="none"`: no network interface but loopback (the engine's /etc/hosts names it `localhost`, as the
+  host's does for the local backend; `network_disabled` would leave the image's empty file);
 - a read-only image filesystem; writable tmpfs only at /scratch (the samples' copies), /tmp, /dev/shm and
   the sample user's home (emptied after each sample, as /tmp is);
 - every capability dropped, `no-new-privileges`, memory (no swap), pids and CPU limits, no core files;
@@ -134,7 +135,7 @@ class DockerSandbox(Sandbox):
         try:
             created = self._api.create_container(
                 self.spec.image, command=[self.spec.python, "-I", "-c", REAPER], user=IDLE_USER,
-                name=name, labels=labels, host_config=host_config, network_disabled=True,
+                name=name, labels=labels, host_config=host_config,
                 working_dir="/", environment={"PYTHONDONTWRITEBYTECODE": "1"},
                 stdin_open=True)  # not detached: docker-py then sets StdinOnce
             self._hold(created["Id"])
