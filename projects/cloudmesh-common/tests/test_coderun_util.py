@@ -5,7 +5,8 @@ the local host (the loopback address, "localhost", or this machine's own names);
 runs in a Windows Git Bash. How a body finds out the docstrings do not say, so the machine is faked through
 the usual ways at once: its names and a resolver (no network in the sandbox) for is_local, and for
 is_gitbash a whole Git Bash environment (Windows, MSYSTEM, EXEPATH into the Git folder, bash as the shell).
-The project's own tests run neither on a Linux machine.
+The project's own tests run neither on a Linux machine. Every is_local test fakes the machine: the original
+asks the resolver for its own host name, which a container without a network cannot answer.
 """
 
 import platform
@@ -38,11 +39,11 @@ def box(monkeypatch):
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
-def test_loopback_is_local(host):
+def test_loopback_is_local(box, host):
     assert util.is_local(host) is True
 
 
-def test_own_host_name_is_local():
+def test_own_host_name_is_local(box):
     assert util.is_local(socket.gethostname()) is True
     assert util.is_local(platform.node()) is True
 
