@@ -43,7 +43,8 @@ def ensure_run(run: Path, project: str, backend: str, kind: str, samples: Path) 
         "--backend", backend, "--run-dir", str(run)]
     print(f"{project}: {kind} on {backend}", file=sys.stderr, flush=True)
     done = subprocess.run(["coderun", "eval", *args], capture_output=True, text=True)
-    if done.returncode != 0 and NO_SAMPLES in done.stdout + done.stderr:
+    said = " ".join((done.stdout + done.stderr).split())  # the message may be wrapped to the terminal's width
+    if done.returncode != 0 and NO_SAMPLES in said:
         run.mkdir(parents=True, exist_ok=True)
         (run / "none.txt").write_text("no CodeGen sample for its tasks\n")
         return "no CodeGen sample for its tasks"
