@@ -22,6 +22,14 @@ from tests.helpers import write_tree
 
 DOC = '"""Return the {what}, computed step by step for the caller."""'
 
+DOUBLE = f'''def double(x):
+    {DOC.format(what="double of x")}
+    twice = x
+    twice = twice + x
+    result = twice
+    return result
+'''
+
 PROJECT = {
     "modes/__init__.py": "",
     "modes/flags.py": f'''import os
@@ -46,13 +54,7 @@ def probe(address):
     return "up"
 
 
-def double(x):
-    {DOC.format(what="double of x")}
-    twice = x
-    twice = twice + x
-    result = twice
-    return result
-''',
+{DOUBLE}''',
     "tests/test_flags.py": '''import os
 import socket
 
@@ -219,13 +221,7 @@ def test_configurations_leave_the_baseline_key_alone(tmp_path):
 
 TOOL = {
     "tool/__init__.py": "",
-    "tool/ops.py": f'''def double(x):
-    {DOC.format(what="double of x")}
-    twice = x
-    twice = twice + x
-    result = twice
-    return result
-''',
+    "tool/ops.py": DOUBLE,
     "tests/test_ops.py": '''import os
 
 import pytest

@@ -301,10 +301,10 @@ def _not_runnable_notes(units: list[_Unit], projects: dict[str, RunProject]) -> 
     """A line per project with tasks whose tests do not all pass on the original in its environment (tasks
     built in another one): their samples are infrastructure errors, not run."""
     found: dict[str, dict[str, list[str]]] = {}
-    for u in units:
-        tests = projects[u.task.project].not_passing_here(u.task)
+    for task in {u.task.task_id: u.task for u in units}.values():  # a task has a unit per distinct code
+        tests = projects[task.project].not_passing_here(task)
         if tests:
-            found.setdefault(u.task.project, {})[u.task.task_id] = tests
+            found.setdefault(task.project, {})[task.task_id] = tests
     notes = []
     for name, tasks in sorted(found.items()):
         tests = sorted({n for t in tasks.values() for n in t})

@@ -118,9 +118,10 @@ class DockerSandbox(Sandbox):
         lim = self.spec.limits
         name = re.sub(r"[^a-zA-Z0-9_.-]", "-", f"coderun-{self.spec.run_id}-{self.spec.project}-{self.spec.slot}")
         name = f"{name}-{uuid.uuid4().hex[:6]}"
+        small = max(lim.scratch_mb // 4, 64)
         tmpfs = {SCRATCH: f"rw,exec,nosuid,nodev,size={lim.scratch_mb}m,mode=1777",
-                 "/tmp": f"rw,exec,nosuid,nodev,size={max(lim.scratch_mb // 4, 64)}m,mode=1777",
-                 USER_HOME: f"rw,nosuid,nodev,size={max(lim.scratch_mb // 4, 64)}m,uid=1000,gid=1000"}
+                 "/tmp": f"rw,exec,nosuid,nodev,size={small}m,mode=1777",
+                 USER_HOME: f"rw,nosuid,nodev,size={small}m,uid=1000,gid=1000"}
         if self.spec.services:  # the servers' data: out of the per-sample clean-up of /tmp and /scratch
             tmpfs[SERVICES] = f"rw,nosuid,nodev,size={max(lim.scratch_mb // 4, 256)}m,mode=1777"
         host_config = self._api.create_host_config(
