@@ -1,0 +1,163 @@
+"""The whole benchmark's task build from an empty home, timed per project; two such builds compared.
+
+    python benchmarks/build_all.py run --home EMPTY_DIR [--code CHECKOUT] [--project P ...] [-j 2]
+    python benchmarks/build_all.py compare HOME_A HOME_B [--code-a DIR] [--code-b DIR] [--markdown]
+
+`run` builds each project with `coderun tasks build P -j J` in turn, as `tasks build --all` does, in a
+subprocess whose CODERUN_HOME is the given home; pip's and uv's caches are the user's (warm), so downloads of
+wheels are not what is timed. `--code` runs another checkout of coderun (an older commit, via PYTHONPATH)
+with its own built-in manifests; the projects default to every one it ships. Each project's wall time, exit
+code and the machine's load go to HOME.jsonl as they finish, and its output to HOME.logs/P.log. A project
+already in HOME.jsonl is not built again, so a stopped run goes on where it stopped (the project it stopped in
+resumes its build, and its time is then only the part after the restart).
+
+`compare` reads two such homes: per project both wall times and their ratio, the verified tasks of each, and
+whether the verified sets, their mapped tests and their pass+ input counts are the same (read with
+`coderun tasks list --json --status all`, each home by its own code); then the totals over the projects both
+built and every task that differs, with how. `per stage`: `benchmarks/build_stages.py` on the newer home.
+Measurement, not product code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+from codereval_coverage import render
+
+
+def coderun_env(home: Path, code: Path | None) -> dict[str, str]:
+    env = {**os.environ, "CODERUN_HOME": str(home), "COLUMNS": "120"}
+    if code:
+        env["PYTHONPATH"] = str(code)
+    return env
+
+
+def shipped_projects(code: Path) -> list[str]:
+    """The names of the built-in manifests of a checkout, sorted as `tasks build --all` takes them."""
+    names = [yaml.safe_load(p.read_text())["name"] for p in (code / "projects").glob("*.yaml")]
+    return sorted(names, key=str.lower)
+
+
+def done_already(out: Path) -> dict[str, dict]:
+    if not out.exists():
+        return {}
+    rows = (json.loads(line) for line in out.read_text().splitlines() if line.strip())
+    return {r["project"]: r for r in rows}
+
+
+def build_one(project: str, home: Path, code: Path | None, jobs: int, logs: Path) -> dict:
+    logs.mkdir(parents=True, exist_ok=True)
+    load = os.getloadavg()[0]
+    start = time.monotonic()
+    with (logs / f"{project}.log").open("w") as log:
+        rc = subprocess.run([sys.executable, "-m", "coderun", "tasks", "build", project, "-j", str(jobs)],
+                            env=coderun_env(home, code), stdout=log, stderr=subprocess.STDOUT, check=False).returncode
+    return {"project": project, "seconds": round(time.monotonic() - start, 1), "rc": rc,
+            "load_before": round(load, 2), "load_after": round(os.getloadavg()[0], 2),
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def run(args) -> int:
+    home = args.home.resolve()
+    code = args.code.resolve() if args.code else None
+    out, logs = home.with_suffix(".jsonl"), home.with_suffix(".logs")
+    home.mkdir(parents=True, exist_ok=True)
+    projects = args.project or shipped_projects(code or Path(__file__).resolve().parents[1])
+    done = done_already(out)
+    print(f"{len(projects)} projects, home {home}, code {code or 'this checkout'}, {os.cpu_count()} cores")
+    for i, project in enumerate(projects, 1):
+        if project in done:
+            continue
+        row = build_one(project, home, code, args.jobs, logs)
+        with out.open("a") as f:
+            f.write(json.dumps(row) + "\n")
+        print(f"[{i}/{len(projects)}] {project}: {row['seconds']:.1f} s, exit {row['rc']}, "
+              f"load {row['load_before']:.1f} -> {row['load_after']:.1f}", flush=True)
+    rows = done_already(out)
+    print(f"total {sum(r['seconds'] for r in rows.values()):.1f} s over {len(rows)} projects")
+    return 0
+
+
+def stored_tasks(home: Path, code: Path | None) -> dict[str, dict[str, dict]]:
+    """project -> task id -> the task's listed fields, every status."""
+    done = subprocess.run([sys.executable, "-m", "coderun", "tasks", "list", "--json", "--status", "all"],
+                          env=coderun_env(home, code), capture_output=True, text=True, check=True)
+    tasks: dict[str, dict[str, dict]] = {}
+    for line in done.stdout.splitlines():
+        t = json.loads(line)
+        tasks.setdefault(t["project"], {})[t["task_id"]] = t
+    return tasks
+
+
+def verified(tasks: dict[str, dict]) -> dict[str, dict]:
+    return {k: t for k, t in tasks.items() if t["status"] == "verified"}
+
+
+def inputs(t: dict) -> int:
+    return (t.get("rigor") or {}).get("inputs", 0)
+
+
+def task_differences(a: dict[str, dict], b: dict[str, dict]) -> list[str]:
+    """How the verified tasks of one project differ between builds A and B, one line per task."""
+    va, vb = verified(a), verified(b)
+    lines = [f"{k}: verified in A only (B: {b[k]['status'] if k in b else 'absent'})" for k in sorted(va.keys() - vb.keys())]
+    lines += [f"{k}: verified in B only (A: {a[k]['status'] if k in a else 'absent'})" for k in sorted(vb.keys() - va.keys())]
+    for k in sorted(va.keys() & vb.keys()):
+        if sorted(va[k]["tests"]) != sorted(vb[k]["tests"]):
+            lines.append(f"{k}: mapped tests differ ({len(va[k]['tests'])} in A, {len(vb[k]['tests'])} in B)")
+        elif inputs(va[k]) != inputs(vb[k]):
+            lines.append(f"{k}: pass+ inputs differ ({inputs(va[k])} in A, {inputs(vb[k])} in B)")
+    return lines
+
+
+def compare(args) -> int:
+    homes = [args.home_a.resolve(), args.home_b.resolve()]
+    times = [done_already(h.with_suffix(".jsonl")) for h in homes]
+    tasks = [stored_tasks(h, c.resolve() if c else None) for h, c in zip(homes, (args.code_a, args.code_b), strict=True)]
+    common = sorted(times[0].keys() & times[1].keys(), key=str.lower)
+    head = ["project", "A s", "B s", "B/A", "verified A", "verified B", "same tasks, tests, inputs"]
+    rows, differences = [], []
+    for p in common:
+        a, b = tasks[0].get(p, {}), tasks[1].get(p, {})
+        diff = task_differences(a, b)
+        differences += diff
+        sa, sb = times[0][p]["seconds"], times[1][p]["seconds"]
+        rows.append([p, f"{sa:.1f}", f"{sb:.1f}", f"{sb / sa:.2f}", str(len(verified(a))), str(len(verified(b))),
+                     "yes" if not diff else f"{len(diff)} differ"])
+    ta, tb = (sum(t[p]["seconds"] for p in common) for t in times)
+    rows.append([f"total ({len(common)} projects)", f"{ta:.1f}", f"{tb:.1f}", f"{tb / ta:.2f}",
+                 str(sum(len(verified(tasks[0].get(p, {}))) for p in common)),
+                 str(sum(len(verified(tasks[1].get(p, {}))) for p in common)), f"{len(differences)} tasks differ"])
+    print(render(head, rows, args.markdown))
+    for line in differences:
+        print(f"- {line}" if args.markdown else f"  {line}")
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="build every project into an empty home, timed")
+    r.add_argument("--home", type=Path, required=True, help="the CODERUN_HOME to build in (new or empty)")
+    r.add_argument("--code", type=Path, help="another checkout of coderun to run (default: this one)")
+    r.add_argument("--project", action="append", default=[], help="only these projects (repeatable)")
+    r.add_argument("-j", "--jobs", type=int, default=2, help="tasks build -j (default 2)")
+    c = sub.add_parser("compare", help="two homes built by `run`, per project")
+    c.add_argument("home_a", type=Path)
+    c.add_argument("home_b", type=Path)
+    c.add_argument("--code-a", type=Path, help="the checkout that built HOME_A (default: this one)")
+    c.add_argument("--code-b", type=Path, help="the checkout that built HOME_B (default: this one)")
+    c.add_argument("--markdown", action="store_true")
+    args = ap.parse_args()
+    return run(args) if args.command == "run" else compare(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
