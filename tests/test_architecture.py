@@ -12,6 +12,7 @@ import ast
 import os
 import shutil
 import subprocess
+import sys
 import sysconfig
 from pathlib import Path
 
@@ -92,3 +93,22 @@ def test_import_contracts_fail_on_a_violating_import(tmp_path, module, line, rep
     run = lint_imports(tmp_path)
     assert run.returncode == 1, f"lint-imports kept the contracts with `{line}` in {module}:\n{run.stdout}{run.stderr}"
     assert "1 broken" in run.stdout and reported in run.stdout, run.stdout
+
+
+_HEAVY = ("jedi", "coderun.analyzers", "coderun.tasks.build", "coderun.cli.tasks")
+
+
+def test_a_command_imports_what_it_runs_and_the_help_lists_every_command():
+    """`coderun eval` on built tasks needs neither the task build nor the analyzers (jedi): importing every
+    command's modules cost each run about 0.2 s. The help and the test's `app` still have every command."""
+    code = ("import sys\nfrom coderun.cli import main as m\nsys.argv = ['coderun', 'eval', '--help']\n"
+            "try:\n    m.main()\nexcept SystemExit:\n    pass\n"
+            f"print('HEAVY', sorted(x for x in {_HEAVY!r} if x in sys.modules))\n"
+            "import typer.main\nprint('ALL', sorted(typer.main.get_command(m.app).commands))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={**os.environ, "COLUMNS": "100"})
+    assert "--ground-truth" in done.stdout, done.stderr
+    assert "HEAVY []" in done.stdout
+    from coderun.cli.main import _COMMANDS
+
+    assert f"ALL {sorted(_COMMANDS)}" in done.stdout

@@ -196,7 +196,7 @@ def test_a_task_a_trivial_body_passes_is_left_out_of_the_headline_and_flagged(pr
 
 @pytest.mark.integration
 def test_a_task_counts_under_the_rigor_whose_verdict_no_trivial_body_gets(project):
-    from coderun.tasks.build import in_benchmark
+    from coderun.tasks import in_benchmark
 
     relabel = project[2]["relabel"]
     caught = relabel.model_copy(update={"trivial_passes": ["first_arg"], "trivial_plus_passes": []})

@@ -27,7 +27,6 @@ from coderun.cli._common import (
     with_registry,
 )
 from coderun.cli.render import Renderer
-from coderun.cli.tasks import print_project
 from coderun.evaluation.evaluate import EvalRequest, RunSummary
 from coderun.evaluation.folder import PROBLEMS_FILE, problem_kind, problem_kinds
 from coderun.evaluation.session import (
@@ -133,6 +132,8 @@ class EvalView:
                 err_console.print(f"{step}no tasks stored for {name}{why}: building them first "
                                   f"(coderun tasks build {name})", markup=False, highlight=False)
             case TasksBuilt(report):
+                from coderun.cli.tasks import print_project  # with the build: a warm run needs neither
+
                 self._restart_renderer()  # its bar and last lines end before the build's summary
                 print_project(report, err_console)
             case BuildFailed(name, error):

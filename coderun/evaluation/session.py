@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from coderun import events
 from coderun.choices import Backend
@@ -25,7 +26,9 @@ from coderun.evaluation.store import Result, RunStore, resolve_run_dir
 from coderun.events import Note
 from coderun.manifests.schema import Manifest
 from coderun.records import VerdictKind
-from coderun.tasks.build import ProjectTaskReport
+
+if TYPE_CHECKING:
+    from coderun.tasks.build import ProjectTaskReport
 
 
 @dataclass(frozen=True)

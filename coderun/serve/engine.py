@@ -168,7 +168,7 @@ class Engine:
         task = self.by_key.get(key)
         if task is None:
             raise Rejected(f"unknown task {key!r}: GET /v1/tasks lists the tasks this server judges", 404)
-        from coderun.tasks.build import in_benchmark
+        from coderun.tasks import in_benchmark
 
         if not in_benchmark(task, self.config.include_weak or task.project in self._weak_ok, rigor):
             why = ("a trivial body passes its tests" if task.trivially_passed(rigor)

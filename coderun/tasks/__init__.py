@@ -15,15 +15,38 @@ passes them three times; a blanked body fails one), `store` (SQLite under $CODER
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from coderun.config import Settings
 from coderun.errors import TaskError
 from coderun.records import Level, TargetOutcome, Task, TaskStatus
 from coderun.tasks import store
-from coderun.tasks.build import ProjectTaskReport, TaskBuildReport, build_tasks, in_benchmark
 
-__all__ = ["ProjectTaskReport", "TaskBuildReport", "build_tasks", "built_projects", "find_task", "load_targets",
-           "load_tasks", "prune_tasks", "unknown_projects"]
+if TYPE_CHECKING:
+    from coderun.tasks.build import ProjectTaskReport, TaskBuildReport, build_tasks
+
+__all__ = ["ProjectTaskReport", "TaskBuildReport", "build_tasks", "built_projects", "find_task", "in_benchmark",
+           "load_targets", "load_tasks", "prune_tasks", "unknown_projects"]
+
+_BUILD = ("ProjectTaskReport", "TaskBuildReport", "build_tasks")
+
+
+def __getattr__(name: str) -> object:
+    # The build (analyzers, jedi, coverage mapping) is imported when first used: reading stored tasks, as an
+    # evaluation does, does not need it.
+    if name in _BUILD:
+        from coderun.tasks import build
+
+        return getattr(build, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def in_benchmark(task: Task, include_weak: bool, rigor: str = "base") -> bool:
+    """Whether the task counts in the headline of a `rigor` evaluation: verified, and no trivial body gets that
+    verdict on it (its tests, or pass+, check what the function does); the others only with --include-weak."""
+    if include_weak:
+        return task.status in (TaskStatus.VERIFIED, TaskStatus.WEAK)
+    return task.status is TaskStatus.VERIFIED and not task.trivially_passed(rigor)
 
 
 def built_projects(settings: Settings) -> set[str]:
@@ -35,7 +58,7 @@ def load_tasks(settings: Settings, project: str | None = None, level: Level | st
                include_weak: bool = False, status: TaskStatus | str | Iterable[TaskStatus | str] | None = None,
                rigor: str = "base") -> list[Task]:
     """Stored tasks. Without `status`: the benchmark of a `rigor` evaluation, i.e. verified tasks no trivial
-    body passes (tasks.build.in_benchmark), plus the others when asked for here or when their project was built
+    body passes (in_benchmark), plus the others when asked for here or when their project was built
     with --include-weak. `status="all"` gives every task."""
     lv = Level.parse(level).value if isinstance(level, str) else level.value if level else None
     if status is None:

@@ -39,7 +39,7 @@ from coderun.records import (
     TaskStatus,
     Unverified,
 )
-from coderun.tasks import store
+from coderun.tasks import in_benchmark, store
 from coderun.tasks.coverage_map import CoverageMap, cap_tests, collect_coverage, test_file
 from coderun.tasks.discovery import Candidate, Selection, select, task_id
 from coderun.tasks.sandbox_runs import configuration_names, sandbox_tests
@@ -108,14 +108,6 @@ class TaskBuildReport(Record):
         for p in self.projects:
             total.update(p.levels)
         return {lv.value: total[lv.value] for lv in Level}
-
-
-def in_benchmark(task: Task, include_weak: bool, rigor: str = "base") -> bool:
-    """Whether the task counts in the headline of a `rigor` evaluation: verified, and no trivial body gets that
-    verdict on it (its tests, or pass+, check what the function does); the others only with --include-weak."""
-    if include_weak:
-        return task.status in (TaskStatus.VERIFIED, TaskStatus.WEAK)
-    return task.status is TaskStatus.VERIFIED and not task.trivially_passed(rigor)
 
 
 def default_jobs() -> int:

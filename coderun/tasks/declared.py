@@ -104,7 +104,7 @@ def explaining_resolver(settings: Settings, declared: dict[str, Declared], manif
             why = reports[task.project].reasons.get(task.task_id) if task.project in reports else None
             head = f"{d.by(key)} but" if d and d.target else f"task {key}"
             note = f"; the manifest says: {d.target.status_note}" if d and d.target and d.target.status_note else ""
-            if task.status is TaskStatus.VERIFIED:   # left out of the headline: see tasks.build.in_benchmark
+            if task.status is TaskStatus.VERIFIED:   # left out of the headline: see tasks.in_benchmark
                 return Unavailable(task.task_id, ProblemKind.UNVERIFIED, f"{head} is left out: trivial bodies "
                                    f"pass its tests ({', '.join(task.trivially_passed(rigor))}"
                                    f"{', pass+ too' if rigor == 'plus' else ''}); --include-weak evaluates it{note}")

@@ -14,8 +14,7 @@ from coderun.config import Settings
 from coderun.errors import CoderunError
 from coderun.manifests.schema import Manifest
 from coderun.records import Record, TargetOutcome
-from coderun.tasks import store
-from coderun.tasks.build import in_benchmark
+from coderun.tasks import in_benchmark, store
 
 
 class ProjectSummary(Record):
