@@ -52,7 +52,9 @@ def main() -> int:
                     help="where the homes are made (default ~/.cache)")
     ap.add_argument("--pip-cache", default=os.environ.get("PIP_CACHE_DIR"), help="pip's cache, kept warm")
     args = ap.parse_args()
-    env = {k: v for k, v in os.environ.items() if k != "CODERUN_HOME"}
+    # A user's installed coderun imports from its bytecode: a shell that turns writing it off would time
+    # compiling every changed module instead (about 0.1 s a run here).
+    env = {k: v for k, v in os.environ.items() if k not in ("CODERUN_HOME", "PYTHONDONTWRITEBYTECODE")}
     if args.pip_cache:
         env["PIP_CACHE_DIR"] = args.pip_cache
     print(f"load before: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores; homes in {args.homes}")
