@@ -34,7 +34,7 @@ class Limits:
     pids: int = 256                # processes + threads
     cpus: float = 1.0              # docker only: CPU share of the container
     file_size_mb: int = 1024       # largest file a sample may write (local: RLIMIT_FSIZE)
-    scratch_mb: int = 2048         # docker: size of the tmpfs holding the sample's copy
+    scratch_mb: int = 2048         # size of the tmpfs holding a worker's copies (docker; local in namespaces)
     output_limit: int = 1 << 20    # default cap on captured stdout / stderr bytes, each
 
 

@@ -63,6 +63,8 @@ class View:
     read_only: tuple[str, ...] = ()
     writable: tuple[str, ...] = ()
     hidden: tuple[str, ...] = ()          # paths under those: an empty folder or file in their place
+    scratch: tuple[str, ...] = ()         # a tmpfs of its own at each (a worker's sample copies), of scratch_mb
+    scratch_mb: int = 0
 
 
 @functools.cache
@@ -220,9 +222,22 @@ def view_args(view: View) -> list[str]:
         args += ["--ro-bind", path, path]
     for path in view.writable:
         args += ["--bind", path, path]
+    for path in view.scratch:
+        args += [*_size(view.scratch_mb), "--tmpfs", path]
     for path in view.hidden:
         args += ["--tmpfs", path] if os.path.isdir(path) else ["--ro-bind", os.devnull, path]
     return [*args, "--remount-ro", "/"]
+
+
+@functools.cache
+def _sizes_tmpfs() -> bool:
+    """bubblewrap 0.8 added --size; an older one makes tmpfs of the kernel's default size (half the memory)."""
+    numbers = re.findall(r"\d+", version())
+    return len(numbers) >= 2 and (int(numbers[0]), int(numbers[1])) >= (0, 8)
+
+
+def _size(mb: int) -> list[str]:
+    return ["--size", str(mb * 1024 * 1024)] if mb and _sizes_tmpfs() else []
 
 
 @dataclass

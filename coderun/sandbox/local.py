@@ -143,16 +143,16 @@ class LocalSandbox(Sandbox):
     def _venv(self) -> str:
         return str(Path(self.spec.python).parent.parent)
 
-    def _view(self, writable: tuple[str, ...]) -> View:
+    def _view(self, writable: tuple[str, ...], scratch: tuple[str, ...] = ()) -> View:
         return View(read_only=(*_interpreter_prefixes(self.spec.python), self._venv(), self.harness_dir()),
-                    writable=writable, hidden=self._hidden)
+                    writable=writable, hidden=self._hidden, scratch=scratch, scratch_mb=self.spec.limits.scratch_mb)
 
-    def _wrap(self, argv: list[str], cwd: str, writable: tuple[str, ...]) -> list[str]:
+    def _wrap(self, argv: list[str], cwd: str, writable: tuple[str, ...], scratch: tuple[str, ...] = ()) -> list[str]:
         if self._ns is None:
             return argv
         if not self._ns.alive():  # a broken sandbox, not the sample's fault
             raise SandboxError("local sandbox: its network namespace is gone (its holder process ended)")
-        return self._ns.wrap(argv, self._view(writable), cwd)
+        return self._ns.wrap(argv, self._view(writable, scratch), cwd)
 
     def close(self) -> None:
         root, self.root = self.root, None
@@ -273,11 +273,13 @@ class LocalSandbox(Sandbox):
     def start_process(self, argv: list[str], *, env: dict[str, str], marker: str) -> LocalProcess:
         root = self._root()
         self._guard(marker)
-        # In namespaces the worker cannot make a cgroup per child: the whole worker gets one.
+        # In namespaces the worker cannot make a cgroup per child: the whole worker gets one. Its scratch
+        # (every sample's copy of the tree) is a tmpfs there, as in a container: on this machine's disk, writing
+        # ocfl-py's copy (3570 files, 2851 folders) took 1.0-1.6 s against 0.08 s in memory.
         cgroup = PidsCgroup.create(f"{_PREFIX}w-{uuid.uuid4().hex[:16]}", self.spec.limits.pids) \
             if self.isolated else None
         try:
-            return LocalProcess(self._wrap(argv, "/", (str(root / "wk"),)), env,
+            return LocalProcess(self._wrap(argv, "/", (), scratch=(str(root / "wk"),)), env,
                                 root / f"process-{uuid.uuid4().hex[:8]}.stderr", marker, cgroup)
         except OSError as e:
             if cgroup:
