@@ -68,13 +68,18 @@ def test_a_command_in_the_sandbox_has_no_network_but_loopback(request, backend):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_sample_in_a_worker_has_no_network_but_loopback(request, backend):
     """The same from inside a sample's test run, forked by a worker: it passes only if it sees loopback alone."""
+    ev = _in_a_worker(request, backend, SAMPLE)
+    assert grade(ev.expected, ev).verdict is VerdictKind.PASS, ev
+
+
+def _in_a_worker(request, backend: str, source: str):
+    """The evidence of one sample run by a worker of the tiny project on `backend`."""
     spec = spec_for(backend, request)
     if backend == "local" and isolation.unavailable():
         pytest.skip(f"namespaces cannot be made here: {isolation.unavailable()}")
     with WorkerPool(backend, {"tiny": spec}, 1) as pool:
-        ev = pool.run("tiny", SampleRun(relfile="pkg/mod.py", new_source=SAMPLE, nodeids=NODEIDS, timeout=60,
-                                        per_test_timeout=20, env={}))
-    assert grade(ev.expected, ev).verdict is VerdictKind.PASS, ev
+        return pool.run("tiny", SampleRun(relfile="pkg/mod.py", new_source=source, nodeids=NODEIDS, timeout=60,
+                                          per_test_timeout=20, env={}))
 
 
 # the sample: right only when its copy (the folder of its file) is on a tmpfs
@@ -101,12 +106,7 @@ def test_a_workers_copies_are_in_memory(request, backend):
     """A worker writes a copy of the tree for every sample whose last copy it cannot put back. On the local
     backend they were on the host's disk: ocfl-py's (3570 files) took 3.5-6.6 s a sample there, 0.2 s in
     a container's tmpfs. In namespaces the worker's scratch is now a tmpfs too."""
-    spec = spec_for(backend, request)
-    if backend == "local" and isolation.unavailable():
-        pytest.skip(f"namespaces cannot be made here: {isolation.unavailable()}")
-    with WorkerPool(backend, {"tiny": spec}, 1) as pool:
-        ev = pool.run("tiny", SampleRun(relfile="pkg/mod.py", new_source=IN_MEMORY, nodeids=NODEIDS, timeout=60,
-                                        per_test_timeout=20, env={}))
+    ev = _in_a_worker(request, backend, IN_MEMORY)
     assert grade(ev.expected, ev).verdict is VerdictKind.PASS, ev
 
 
