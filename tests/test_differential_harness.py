@@ -77,6 +77,12 @@ def outer():
     def inner():
         return 1
     return inner
+
+
+def countdown(n):
+    while n > 0:
+        n -= 1
+    return n
 '''
 
 TESTS = '''\
@@ -282,10 +288,10 @@ def test_a_failing_test_skips_the_step(tmp_path):
         "kind": "differential", "skipped": "tests failed"}
 
 
-def _explore(tmp_path, root, qualname, calls, seed=3) -> dict:
+def _explore(tmp_path, root, qualname, calls, seed=3, budget=60) -> dict:
     inputs = _inputs(tmp_path, root, calls)
     records = _run(tmp_path, root, {"mode": "explore", "target": _target(root, qualname), "inputs": inputs,
-                                    "limit": 1.0, "budget": 60,
+                                    "limit": 1.0, "budget": budget,
                                     "explore": {"seed": seed, "per_input": 8, "max_candidates": 200,
                                                 "mutants": 20}})
     assert [r for r in records if r["kind"] == "tamper"] == [], records
@@ -313,6 +319,26 @@ def test_explore_adds_mutated_inputs_the_original_accepts_with_arcs_and_kills(tm
     assert any(minus[0] in c["kills"] for c in cands), cands
     again = _explore(tmp_path, root, "shift", ["([1, 2], 3), {}", "([5], 1), {}"])
     assert [c["input"] for c in again["candidates"]] == [c["input"] for c in cands], "not deterministic"
+
+
+def test_a_mutant_that_loops_is_stopped_at_a_multiple_of_the_originals_time(tmp_path):
+    """Mutants of `countdown` that never return (`n -= 1` made `n += 1`, ...) ran to a fixed 0.5 s on every
+    candidate: boolean's exploration used up its 120 s that way. A mutant's call now gets 20 times the
+    original's on the same input, at least 50 ms: the step ends within a budget the fixed limit overran."""
+    root = _project(tmp_path)
+    # 17 candidates, 7 mutants, 2 of them looping on every positive n: about 12 s with the fixed limit
+    result = _explore(tmp_path, root, "countdown", [f"[{n}], {{}}" for n in (3, 5, 8, 13)], budget=6)
+    assert any(what == "operator -> Add" for _, what in result["mutated"]), result["mutated"]
+    fast = {"obs": {"seconds": 0.0001}, "again": {"seconds": 0.0002}}
+    slow = {"obs": {"seconds": 0.3}, "again": {"seconds": 0.01}}
+    assert _limit_of(tmp_path, fast) == 0.05 and _limit_of(tmp_path, slow) == 0.5
+
+
+def _limit_of(tmp_path: Path, cand: dict) -> float:
+    code = f"import coderun_differential as d; print(d.mutant_limit({cand!r}))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=HARNESS_DIR, capture_output=True, text=True, check=True,
+                         timeout=60)
+    return float(out.stdout)
 
 
 def test_explore_never_mutates_a_method_receiver(tmp_path):

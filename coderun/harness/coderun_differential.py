@@ -44,7 +44,9 @@ from coderun_mutants import candidates as _candidates
 from coderun_values import MAX_GEN_ITEMS, canonical, load_call, set_roots
 
 _REPEAT = 0.05                  # seconds between alarms once a call overran (see CallTimeout)
-_MUTANT_LIMIT = 0.5             # seconds per call of an AST mutant, at most
+_MUTANT_LIMIT = 0.5             # seconds per call of an AST mutant, at most,
+_MUTANT_FACTOR = 20             # and at most this many times the original's call on the same input,
+_MUTANT_FLOOR = 0.05            # but never less: a mutant that loops was 0.5 s a candidate (boolean: 120 s)
 _DEFAULT_BUDGET = 60.0
 _perf, _monotonic = time.perf_counter, time.monotonic
 
@@ -418,17 +420,23 @@ def _explore(fn, method, target, root, inputs, options, clock):
 
 
 def _kills(mutants, kept, clock):
-    """Each candidate's `kills`: the mutants whose obs on it differs from the original's (seconds aside).
-    Returns a `stopped` dict when the budget ran out."""
+    """Each candidate's `kills`: the mutants whose obs on it differs from the original's (seconds aside; a
+    mutant that overruns its limit, a timeout, is told apart). Returns a `stopped` dict when the budget ran out."""
     for m, mutant in enumerate(mutants):
         for cand in kept:
             left = clock.left()
             if left <= 0:
                 return clock.stopped(m, "mutants")
-            obs = observe(mutant, cand["input"], min(clock.limit, _MUTANT_LIMIT, left))
+            obs = observe(mutant, cand["input"], min(mutant_limit(cand), clock.limit, left))
             if _essence(obs) != _essence(cand["obs"]):
                 cand["kills"].append(m)
     return None
+
+
+def mutant_limit(cand):
+    """Seconds a mutant's call on this candidate may take: a small multiple of the original's on it."""
+    took = max(float(cand["obs"].get("seconds") or 0.0), float(cand["again"].get("seconds") or 0.0))
+    return min(_MUTANT_LIMIT, max(_MUTANT_FLOOR, _MUTANT_FACTOR * took))
 
 
 def _essence(obs):
