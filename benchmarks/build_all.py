@@ -107,8 +107,10 @@ def inputs(t: dict) -> int:
 def task_differences(a: dict[str, dict], b: dict[str, dict]) -> list[str]:
     """How the verified tasks of one project differ between builds A and B, one line per task."""
     va, vb = verified(a), verified(b)
-    lines = [f"{k}: verified in A only (B: {b[k]['status'] if k in b else 'absent'})" for k in sorted(va.keys() - vb.keys())]
-    lines += [f"{k}: verified in B only (A: {a[k]['status'] if k in a else 'absent'})" for k in sorted(vb.keys() - va.keys())]
+    lines = [f"{k}: verified in A only (B: {b[k]['status'] if k in b else 'absent'})"
+             for k in sorted(va.keys() - vb.keys())]
+    lines += [f"{k}: verified in B only (A: {a[k]['status'] if k in a else 'absent'})"
+              for k in sorted(vb.keys() - va.keys())]
     for k in sorted(va.keys() & vb.keys()):
         if sorted(va[k]["tests"]) != sorted(vb[k]["tests"]):
             lines.append(f"{k}: mapped tests differ ({len(va[k]['tests'])} in A, {len(vb[k]['tests'])} in B)")
@@ -123,22 +125,24 @@ def compare(args) -> int:
     tasks = [stored_tasks(h, c.resolve() if c else None) for h, c in zip(homes, (args.code_a, args.code_b), strict=True)]
     common = sorted(times[0].keys() & times[1].keys(), key=str.lower)
     head = ["project", "A s", "B s", "B/A", "verified A", "verified B", "same tasks, tests, inputs"]
-    rows, differences = [], []
+    rows, differences, total = [], [], [0.0, 0.0, 0, 0]   # seconds A, B; verified A, B
     for p in common:
         a, b = tasks[0].get(p, {}), tasks[1].get(p, {})
         diff = task_differences(a, b)
         differences += diff
-        sa, sb = times[0][p]["seconds"], times[1][p]["seconds"]
-        rows.append([p, f"{sa:.1f}", f"{sb:.1f}", f"{sb / sa:.2f}", str(len(verified(a))), str(len(verified(b))),
-                     "yes" if not diff else f"{len(diff)} differ"])
-    ta, tb = (sum(t[p]["seconds"] for p in common) for t in times)
-    rows.append([f"total ({len(common)} projects)", f"{ta:.1f}", f"{tb:.1f}", f"{tb / ta:.2f}",
-                 str(sum(len(verified(tasks[0].get(p, {}))) for p in common)),
-                 str(sum(len(verified(tasks[1].get(p, {}))) for p in common)), f"{len(differences)} tasks differ"])
+        row = [times[0][p]["seconds"], times[1][p]["seconds"], len(verified(a)), len(verified(b))]
+        total = [x + y for x, y in zip(total, row, strict=True)]
+        rows.append(_row(p, row, "yes" if not diff else f"{len(diff)} differ"))
+    rows.append(_row(f"total ({len(common)} projects)", total, f"{len(differences)} tasks differ"))
     print(render(head, rows, args.markdown))
     for line in differences:
         print(f"- {line}" if args.markdown else f"  {line}")
     return 0
+
+
+def _row(name: str, figures: list, same: str) -> list[str]:
+    sa, sb, va, vb = figures
+    return [name, f"{sa:.1f}", f"{sb:.1f}", f"{sb / sa:.2f}", str(va), str(vb), same]
 
 
 def main() -> int:
