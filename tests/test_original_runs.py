@@ -45,3 +45,23 @@ def test_a_test_file_written_back_is_project_code(inheriting_project, tiny_venv,
     else:
         assert not flagged and ev.machinery() == [], flagged
         assert sorted(t.nodeid for t in ev.outcomes if t.outcome == "passed") == NODEIDS
+
+
+@pytest.mark.parametrize("executor", ["naive", "workers"])
+def test_coderuns_own_bodies_skip_the_test_code_snapshot(inheriting_project, tiny_venv, executor):
+    """A task build's stubs, trivial bodies and pass+ runs are coderun's own code (`trusted`): the same text a
+    sample's run is flagged for is not checked, and the snapshot costs nothing; a sample's run is checked."""
+    from coderun.runner.executors import NaivePool, WorkerPool
+
+    spec = SandboxSpec(project="inheriting", project_dir=str(inheriting_project), python=str(tiny_venv))
+    pool = (NaivePool if executor == "naive" else WorkerPool)("local", {"inheriting": spec}, 1)
+    found = {}
+    with quiet(), pool:
+        for trusted in (True, False):
+            run = SampleRun(relfile="tests/v1/test_dehydration.py", new_source=V1, nodeids=NODEIDS, timeout=60,
+                            per_test_timeout=10, env={}, template=False, trusted=trusted)
+            ev = pool.run("inheriting", run)
+            found[trusted] = [f.detail for f in ev.tampering if f.kind is FindingKind.TESTS_CHANGED]
+            if trusted:
+                assert sorted(t.nodeid for t in ev.outcomes if t.outcome == "passed") == NODEIDS
+    assert found[True] == [] and found[False] and "not test code" in found[False][0], found

@@ -301,3 +301,25 @@ def test_a_coverage_run_that_fails_is_an_error_with_its_cause(tmp_path, monkeypa
         build_tasks(load_manifest(f), load_settings())
     assert "the coverage run that maps tests to functions did not complete (exit 3)" in e.value.message
     assert "coverage.log" in e.value.hint
+
+
+def _finish_costs(log: str) -> dict:
+    finish = [json.loads(line) for line in log.splitlines() if '"kind": "finish"' in line]
+    return finish[0]["integrity"]
+
+
+@pytest.mark.slow
+def test_only_the_originals_runs_take_the_test_code_snapshot(built):
+    """The build's stubs and trivial bodies are coderun's own code: their runs skip the test-code snapshot (18%
+    of the build's sandbox time over the benchmark). The original's runs keep it: a test dependency that
+    changes test code would fail every sample, and the build says so."""
+    settings, _, _ = built
+    logs = sorted((settings.runs / "tasks" / "shop").glob("run-*.log"))
+    kinds = {"original": [], "body": []}
+    for log in logs:
+        text = log.read_text()
+        original = "# body: the project's own text" in text
+        assert original or "# body: coderun's own" in text
+        kinds["original" if original else "body"].append(_finish_costs(text)["tests_snapshot_ms"])
+    assert kinds["original"] and all(ms > 0 for ms in kinds["original"]), kinds
+    assert kinds["body"] and all(ms == 0 for ms in kinds["body"]), kinds

@@ -8,6 +8,9 @@ removed from os.environ as soon as it is imported (before conftest files or test
     CODERUN_REPORT_TOKEN    a random token copied into every record, so stray lines are ignored
     CODERUN_TEST_TIMEOUT    seconds allowed per test (setup + call + teardown); 0 disables
     CODERUN_DIFF            path of the differential step's payload (JSON, read at once; see below)
+    CODERUN_TRUSTED         "1": the code under test is coderun's own (a task build's stub, trivial body or
+                            the original in a pass+ run), so the test-code snapshot (coderun_testcode) is
+                            skipped; never set for a sample. The harness's own integrity is checked as always
 
 Records: `start`, `collected` (node ids and collection errors), `begin` / `test` per test, `tamper`
 (the harness changed: a stable `code` and the words `what`), `note` (the same machinery replaced by code of
@@ -42,7 +45,7 @@ import coderun_integrity as integrity
 import coderun_testcode as testcode
 import pytest
 
-_TOKEN, _TIMEOUT, _ROOT, _FD, _STDERR = "", 0.0, "", -1, None
+_TOKEN, _TIMEOUT, _ROOT, _FD, _STDERR, _TRUSTED = "", 0.0, "", -1, None, False
 # The payload as read: (its text, the reason it could not be read) or None without CODERUN_DIFF. Kept as an
 # immutable string (parsed at the end), so the sample's code can neither edit it in place nor rebind it
 # unseen (the reporter's globals are watched).
@@ -61,12 +64,13 @@ def _read_payload(path: str) -> tuple[str, str]:
 def _arm() -> None:
     """Read (and remove) the three variables. Called on import; coderun's worker, which imports this
     module once per task before forking a process per sample, calls it again in each of them."""
-    global _TOKEN, _TIMEOUT, _ROOT, _FD, _STDERR, _DIFF
+    global _TOKEN, _TIMEOUT, _ROOT, _FD, _STDERR, _DIFF, _TRUSTED
     path = os.environ.pop("CODERUN_REPORT", "")
     diff = os.environ.pop("CODERUN_DIFF", "")
     _DIFF = _read_payload(diff) if diff else None
     _TOKEN = os.environ.pop("CODERUN_REPORT_TOKEN", "")
     _TIMEOUT = float(os.environ.pop("CODERUN_TEST_TIMEOUT", "0") or 0)
+    _TRUSTED = os.environ.pop("CODERUN_TRUSTED", "") == "1"
     _ROOT = os.path.realpath(os.getcwd())   # the sample's copy: pytest runs from its root
     _FD = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600) if path else -1
     # The real stderr, kept before pytest captures fd 2, so faulthandler's dump reaches the parent.
@@ -253,7 +257,8 @@ def pytest_sessionstart(session):
     every plugin's sessionstart has run too. A sample's code runs this early only from a conftest the
     project loads first."""
     _state["plugins_before_session"] = {id(p) for p in session.config.pluginmanager.get_plugins()}
-    testcode.read_sources(_test_sources(session.config))
+    if not _TRUSTED:
+        testcode.read_sources(_test_sources(session.config))
     yield
     integrity.take()
     _state["channel"] = (_FD, _TOKEN)
@@ -275,6 +280,8 @@ def pytest_collection_finish(session):
              for p in plugins if id(p) not in before and not _is_pytest_own(p)]
     _emit("collected", nodeids=[_report_ids.get(item.nodeid, item.nodeid) for item in session.items],
           plugins=added)
+    if _TRUSTED:  # coderun's own body: nothing to guard the tests against (build runs, 18% of their time)
+        return
     for what in testcode.take(list(session.items), _ROOT, session.config.getoption("coderun_sample")):
         _emit("tamper", code=_TESTS_CODE, what=_MESSAGES["tests"].format(what=what, where="when collection ended"))
     _state["tests_taken"] = True

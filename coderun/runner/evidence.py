@@ -76,6 +76,8 @@ class SampleRun:
                                              # `coderun rank --tests model` generated
     sample: bool = True               # False: `new_source` is the project's own text (a run of the original):
                                       # the file is project code to the test-code checks, not a sample's
+    trusted: bool = False             # the body is coderun's own (a task build's stub or trivial body, a pass+
+                                      # run): the reporter skips its test-code snapshot. Never for a sample
 
 
 def sample_command(python: str, run: SampleRun) -> list[str]:
@@ -106,12 +108,14 @@ def install_reporter(sandbox: Sandbox) -> str:
     return harness
 
 
-def differential_env(sandbox: Sandbox, run: SampleRun) -> dict[str, str]:
-    """The variable that arms the reporter's differential step, its payload written into the harness folder
-    (once per sandbox and payload). It holds the inputs and where the function is, never what the original
-    did on them: that stays on the host, so nothing a sample reads in the sandbox tells it what to answer."""
+def reporter_env(sandbox: Sandbox, run: SampleRun) -> dict[str, str]:
+    """The reporter's variables a run adds: CODERUN_TRUSTED for coderun's own bodies, and the one that arms
+    the differential step, its payload written into the harness folder (once per sandbox and payload). The
+    payload holds the inputs and where the function is, never what the original did on them: that stays on
+    the host, so nothing a sample reads in the sandbox tells it what to answer."""
+    trusted = {"CODERUN_TRUSTED": "1"} if run.trusted else {}
     if not run.differential:
-        return {}
+        return trusted
     harness = install_reporter(sandbox)
     data = run.differential.encode("utf-8")
     path = posixpath.join(harness, f"coderun_diff_{hashlib.sha256(data).hexdigest()[:16]}.json")
@@ -119,7 +123,7 @@ def differential_env(sandbox: Sandbox, run: SampleRun) -> dict[str, str]:
     if path not in written:
         sandbox.write_files({path: data})
         written.add(path)
-    return {"CODERUN_DIFF": path}
+    return {**trusted, "CODERUN_DIFF": path}
 
 
 def read_records(report: str, token: str) -> list[dict]:
@@ -272,6 +276,10 @@ def write_log(run: SampleRun, evidence: Evidence, result: ExecResult | None, rec
         return
     lines = [f"# coderun test log, {time.strftime('%Y-%m-%d %H:%M:%S')}",
              f"# file: {run.relfile}", f"# tests: {' '.join(run.nodeids)}"]
+    if run.trusted:
+        lines.append("# body: coderun's own (no test-code snapshot)")
+    elif not run.sample:
+        lines.append("# body: the project's own text")
     if note:
         lines.append(f"# {note}")
     if result is not None:

@@ -75,7 +75,7 @@ def _env(sandbox: Sandbox, run: SampleRun, harness: str, work: str, report: str,
         "CODERUN_REPORT": report,
         "CODERUN_REPORT_TOKEN": token,
         "CODERUN_TEST_TIMEOUT": f"{max(run.per_test_timeout, 0):g}",
-        **evidence.differential_env(sandbox, run),
+        **evidence.reporter_env(sandbox, run),
     })
     return env
 

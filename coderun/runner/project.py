@@ -67,15 +67,18 @@ class RunProject:
     def run(self, pool: Pool, *, relfile: str, new_source: str, nodeids: Sequence[str],
             limits: tuple[float, float], log_path: Path | None, configuration: str = "",
             pytest_args: Sequence[str] = (), differential: str | None = None,
-            files: tuple[tuple[str, str], ...] = (), template: bool = True, sample: bool = True) -> Evidence:
+            files: tuple[tuple[str, str], ...] = (), template: bool = True, sample: bool = True,
+            trusted: bool = False) -> Evidence:
         """Run `nodeids` with `relfile` replaced by `new_source` (and `files` written beside it), under
         `limits` (per test, whole run); `pytest_args` follow the manifest's tests.args. `sample=False`: the
-        text is the project's own (a run of the original), not code to guard the tests against."""
+        text is the project's own (a run of the original), not code to guard the tests against; `trusted`: the
+        body is coderun's own (see SampleRun.trusted)."""
         per_test, total = limits
         run = SampleRun(relfile=relfile, new_source=new_source, nodeids=list(nodeids), timeout=total,
                         per_test_timeout=per_test, env=self.test_env(configuration),
                         pytest_args=(*self.manifest.tests.args, *pytest_args), log_path=log_path,
-                        template=template, differential=differential, files=files, sample=sample)
+                        template=template, differential=differential, files=files, sample=sample,
+                        trusted=trusted)
         try:
             return pool.run(self.name, run)
         except SandboxError as e:  # the sandbox could not even start

@@ -85,7 +85,10 @@ def sandbox_tests(manifest: Manifest, settings: Settings, backend: str, env: Loc
                          limits=(per_test, total + extra_time), log_path=log, configuration=configuration,
                          pytest_args=["-x"] if first_failure else [], differential=differential,
                          template=False,  # no two runs alike: a template would not pay off
-                         sample=not original)  # a test file written back is not a sample's file
+                         sample=not original,  # a test file written back is not a sample's file
+                         # Only coderun's own bodies run here. The original's own runs keep the test-code
+                         # checks: a test dependency that changes test code would fail every sample there.
+                         trusted=not original or differential is not None)
         if ev.infra_error:
             raise SandboxError(f"{manifest.name}: the sandbox failed while verifying tasks: {ev.infra_error}",
                                hint=f"see {log}; the decisions made so far are kept, run the build again")

@@ -38,9 +38,9 @@ from coderun.records import Evidence
 from coderun.runner.evidence import (
     SampleRun,
     build_evidence,
-    differential_env,
     install_reporter,
     read_records,
+    reporter_env,
     sample_command,
     write_log,
 )
@@ -173,7 +173,7 @@ class Worker:
             token, run.relfile, run.new_source, run.nodeids, timeout=run.timeout,
             per_test_timeout=max(run.per_test_timeout, 0),
             env={**self.sandbox.with_services({k: v for k, v in run.env.items() if k != "PYTHONPATH"}),
-                 **differential_env(self.sandbox, run)},
+                 **reporter_env(self.sandbox, run)},
             args=sample_command(self.sandbox.python, run)[3:], output_limit=self.spec.limits.output_limit,
             template=run.template, files=dict(run.files))
         self.channel.send(req)
