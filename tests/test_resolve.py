@@ -54,6 +54,8 @@ def test_git_source_resolves_dependencies_as_of_its_commit_date(tmp_path, monkey
     env = build_local_env(load_manifest(f), load_settings())
     pins = env.resolved_path.read_text()
     assert "six==1.12.0" in pins and "pytest==4.6." in pins, pins  # six 1.13 and pytest 5 came later
+    # uv installs the pins (pip took 35 s for cinder's 150, uv 7 s): only the project's line is left to pip.
+    assert "six==1.12.0" in (env.logs / "uv.log").read_text() and not (env.logs / "pip.log").exists()
     # atomicwrites, which pytest 4.6 needs, has no release left from before 2022: taken without the date.
     assert "atomicwrites==1.4" in pins and "atomicwrites" in (env.logs / "resolve.log").read_text()
     assert load_baseline(env).counts()["passed"] == 2
@@ -123,4 +125,34 @@ def test_a_project_older_than_pytest_4_6_gets_a_pytest_coderun_can_drive(tmp_pat
     env = build_local_env(load_manifest(f), load_settings())
     pins = dict(line.split("==") for line in env.resolved_path.read_text().splitlines() if "==" in line)
     assert pins["six"] == "1.10.0" and Version(pins["pytest"]) >= Version("4.6"), pins
+    assert load_baseline(env).counts()["passed"] == 1
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_pins_uv_cannot_install_are_installed_by_pip(tmp_path, monkeypatch):
+    """uv is a fast path, not a requirement: when it fails (here offline with an empty cache), pip installs
+    the same pins and the log says why."""
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "empty-uv-cache"))
+    repo = tmp_path / "proj"
+    write_tree(repo, {"proj/__init__.py": "import six\n", "tests/test_proj.py": "import six\n\n\n"
+                      "def test_six():\n    assert six.__version__ == '1.15.0'\n"})
+    f = tmp_path / "proj.yaml"
+    f.write_text(f"name: proj\nsource: {{path: {repo}}}\npython: '3.8'\ninstall:\n  requirements: [six, pytest]\n"
+                 "  resolve_as_of: 2020-06-01\ntests:\n  paths: [tests]\n")
+    manifest = load_manifest(f)
+    from coderun.envs import resolve
+
+    real = resolve.install_pinned
+
+    def offline(*args, env, **kwargs):  # resolution is done: the install's uv has no index, an empty cache
+        return real(*args, env={**env, "UV_OFFLINE": "1"}, **kwargs)
+
+    monkeypatch.setattr("coderun.envs.local.install_pinned", offline)
+    env = build_local_env(manifest, load_settings())
+    assert "six==1.15.0" in env.resolved_path.read_text()
+    assert "Network connectivity is disabled" in (env.logs / "uv.log").read_text()
+    pip_log = (env.logs / "pip.log").read_text()
+    assert pip_log.startswith("# uv could not install") and "Successfully installed" in pip_log
     assert load_baseline(env).counts()["passed"] == 1

@@ -33,7 +33,7 @@ from coderun.config import Settings
 from coderun.envs.diagnose import baseline_failure, install_failure
 from coderun.envs.logs import tail
 from coderun.envs.progress import Steps
-from coderun.envs.resolve import TOOLING, compile_requirements
+from coderun.envs.resolve import TOOLING, compile_requirements, install_pinned
 from coderun.envs.services import expand, start_services
 from coderun.envs.sources import Checkout, checkout, commit_date, pip_command
 from coderun.envs.testrun import (
@@ -307,10 +307,20 @@ def _install(manifest: Manifest, env: LocalEnv, tree: Path, venv_env: dict[str, 
     with steps.step("install dependencies"):
         log = env.logs / "pip.log"
         reqs = ["-r", str(env.resolved_path)] if env.as_of else pip_requirements(manifest, tree)
-        cmd = [str(env.python), "-m", "pip", "install", "--disable-pip-version-check",
-               *manifest.install.pip_args, *reqs]
-        proc = _run(cmd, log, cwd=tree, env=venv_env, step="pip install")
-        _check(proc, log, "pip install", hint=install_failure(log, manifest) if proc.returncode else None)
+        if env.as_of and not manifest.install.pip_args:  # pip_args are pip's: pip installs everything then
+            if install_pinned(env.resolved_path, python=env.python, pip=pip_command(), log=env.logs / "uv.log",
+                              env=venv_env):
+                # The pins are in; pip installs the project's own line alone, or nothing is left to do.
+                own = [line for line in env.resolved_path.read_text().splitlines() if line.strip() == "."]
+                reqs = ["--no-deps", *own] if own else []
+            else:
+                log.parent.mkdir(parents=True, exist_ok=True)
+                log.write_text("# uv could not install the pinned set (see uv.log): pip installs it\n")
+        if reqs:
+            cmd = [str(env.python), "-m", "pip", "install", "--disable-pip-version-check",
+                   *manifest.install.pip_args, *reqs]
+            proc = _run(cmd, log, cwd=tree, env=venv_env, step="pip install")
+            _check(proc, log, "pip install", hint=install_failure(log, manifest) if proc.returncode else None)
     with steps.step("record installed versions"):
         record_packages(env)
 
