@@ -110,3 +110,25 @@ class ServeError(CoderunError):
     def __init__(self, message: str, *, hint: str | None = None, status: int | None = None):
         super().__init__(message, hint=hint)
         self.status = status        # the HTTP status the service answered (None: no answer)
+
+
+# A child process's error, for the process that started it (`tasks build --at-once`): the same class, words
+# and log as the child printed, so a build side by side with others fails in the words it fails alone.
+ERROR_FILE_VARIABLE = "CODERUN_ERROR_FILE"
+_CARRIED = ("log_path", "log_tail", "status")
+
+
+def error_record(e: CoderunError) -> dict:
+    return {"class": type(e).__name__, "message": e.message, "hint": e.hint,
+            **{k: getattr(e, k) for k in _CARRIED if getattr(e, k, None) is not None}}
+
+
+def from_record(record: dict) -> CoderunError:
+    cls = globals().get(str(record.get("class")))
+    if not (isinstance(cls, type) and issubclass(cls, CoderunError)):
+        cls = CoderunError
+    e = cls(str(record.get("message", "")), hint=record.get("hint"))
+    for k in _CARRIED:
+        if k in record:
+            setattr(e, k, record[k])
+    return e

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
@@ -16,7 +17,13 @@ from typer.core import TyperGroup
 
 from coderun.choices import Backend
 from coderun.config import Settings, load_settings
-from coderun.errors import CoderunError, EnvironmentBuildError, ProjectNotFound
+from coderun.errors import (
+    ERROR_FILE_VARIABLE,
+    CoderunError,
+    EnvironmentBuildError,
+    ProjectNotFound,
+    error_record,
+)
 
 console = Console()
 err_console = Console(stderr=True)
@@ -40,6 +47,8 @@ class CoderunGroup(TyperGroup):
             return super().invoke(ctx)
         except CoderunError as e:
             print_error(e)
+            if os.environ.get(ERROR_FILE_VARIABLE):  # a build side by side with others: its parent reads it
+                Path(os.environ[ERROR_FILE_VARIABLE]).write_text(json.dumps(error_record(e)), encoding="utf-8")
             raise typer.Exit(e.exit_code) from None  # typer vendors click: only its Exit is caught
 
 

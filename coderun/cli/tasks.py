@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import typer
@@ -31,6 +32,7 @@ from coderun.records import TargetOutcome, Task
 from coderun.report.terminal import EMPTY, Fit, make_table, table_or_stacked
 from coderun.tasks import ProjectTaskReport, TaskBuildReport, load_targets, load_tasks, prune_tasks
 from coderun.tasks.build import build_project, default_jobs
+from coderun.tasks.side_by_side import BuildOptions, build_side_by_side
 from coderun.tasks.store import export_jsonl
 from coderun.tasks.summary import ProjectSummary, summarize
 from coderun.tasks.trivial import NAMES, NONE
@@ -58,14 +60,18 @@ def build(projects: list[str] = typer.Argument(None, help="Project names or mani
                                       "'coderun\\[ray]'."),
           rigor: bool = typer.Option(True, "--rigor/--no-rigor", help="Also derive the pass+ inputs (record "
                                      "the original's calls, mutate, reduce); `tasks rigor` can do it later."),
+          at_once: int = typer.Option(None, "--at-once", help="Projects built at once, each in its own process "
+                                      "(default: 2 with several projects and cores, else 1); -j then defaults "
+                                      "to the cores shared among them."),
           registry: str = RegistryOption, projects_dir: list[Path] = ProjectsDirOption, as_json: bool = JsonOption) -> None:
     """Select each project's tasks, map them to the tests that reach them, verify, store. With several
     projects a failed one is reported and the others go on; the exit code says if any failed. An interrupted
     build run again with the same inputs resumes: tasks already decided are not verified again. With
     --cluster each node builds with its own CODERUN_HOME and the driver's store gets what it built."""
     chosen = Backend.parse(backend)
-    if jobs is not None and jobs < 1:
-        raise UsageError(f"-j must be at least 1, got {jobs}")
+    for flag, value in (("-j", jobs), ("--at-once", at_once)):
+        if value is not None and value < 1:
+            raise UsageError(f"{flag} must be at least 1, got {value}")
     if bool(projects) == all_projects:
         raise UsageError("give project names or --all, not both" if projects else "give project names or --all")
     s = with_registry(settings(projects_dir), registry)
@@ -80,8 +86,8 @@ def build(projects: list[str] = typer.Argument(None, help="Project names or mani
     total = len(manifests) + len(failed)
     report = TaskBuildReport()
 
-    built = _builds(manifests, s, chosen.value, include_weak, jobs, cluster, as_json,
-                    failed if total > 1 else None, rigor)
+    opts = BuildOptions(chosen.value, include_weak, jobs or 0, rigor, registry)
+    built = _builds(manifests, s, opts, cluster, as_json, failed if total > 1 else None, at_once)
     summary: list[ProjectSummary] = []
     try:
         for _m, p in built:
@@ -98,25 +104,39 @@ def build(projects: list[str] = typer.Argument(None, help="Project names or mani
         _print_levels(report)
     if not as_json and summary:
         console.print(summary_table(summary))
+    _raise_if_failed(failed, manifests, total)
+
+
+def _raise_if_failed(failed: dict[str, str], manifests: list, total: int) -> None:
+    """One error naming the failed builds, in the order given (builds side by side end in any order)."""
     if failed:
-        raise EnvironmentBuildError(f"{len(failed)} of {total} task builds failed: {', '.join(failed)}")
+        order = {name: i for i, name in enumerate(m.name for m in manifests)}
+        names = sorted(failed, key=lambda n: order.get(n, -1))
+        raise EnvironmentBuildError(f"{len(failed)} of {total} task builds failed: {', '.join(names)}")
 
 
-def _builds(manifests, s, backend: str, include_weak: bool, jobs: int | None, cluster: str | None, as_json: bool,
-            failed: dict[str, str] | None, rigor: bool = True):
-    """(manifest, report) per project built here, one after the other, or on the cluster as each finishes
-    (one CPU each: -j defaults to 1 there); failures as build_each records them."""
+def _builds(manifests, s, opts: BuildOptions, cluster: str | None, as_json: bool, failed: dict[str, str] | None,
+            at_once: int | None):
+    """(manifest, report) per project: on the cluster as each finishes (one CPU each: -j defaults to 1 there),
+    side by side in processes of their own (`at_once`), or one after the other here; failures as
+    build_each records them. opts.jobs 0: not given."""
     if cluster:
         from coderun.tasks.cluster import build_on_cluster
 
-        return each_built(build_on_cluster(manifests, s, backend, include_weak, jobs or 1, cluster, rigor=rigor,
-                                           on_event=Renderer(err_console)),
+        return each_built(build_on_cluster(manifests, s, opts.backend, opts.include_weak, opts.jobs or 1, cluster,
+                                           rigor=opts.rigor, on_event=Renderer(err_console)),
+                          len(manifests), "task builds", failed=failed)
+    at_once = min(len(manifests), at_once or (2 if default_jobs() >= 2 else 1))
+    if at_once > 1:
+        opts = replace(opts, jobs=opts.jobs or max(1, default_jobs() // at_once))
+        return each_built(build_side_by_side(manifests, s, opts, at_once,
+                                             on_event=silent if as_json else Renderer(err_console)),
                           len(manifests), "task builds", failed=failed)
 
     def build_one(m):
         with Renderer(err_console) as show:
-            return build_project(m, s, backend, include_weak, jobs=jobs or default_jobs(), rigor=rigor,
-                                 on_event=silent if as_json else show)
+            return build_project(m, s, opts.backend, opts.include_weak, jobs=opts.jobs or default_jobs(),
+                                 rigor=opts.rigor, on_event=silent if as_json else show)
 
     return build_each(manifests, build_one, "task builds", failed=failed)
 

@@ -12,6 +12,7 @@ A version neither strategy can provide is an error listing what is available, ne
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import os
 import shutil
@@ -275,11 +276,21 @@ def rootfs_tarball(suite: str, key: str, packages: tuple[str, ...], settings: Se
         raise EnvironmentBuildError("debootstrap must run as root to build a root filesystem",
                                     hint="run `coderun images build` as root once (the tarball is "
                                          "cached), or use `--base pull`")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # Two builds side by side (tasks build --at-once) need the same root filesystem: one makes it.
+    with open(out_dir / f"{suite}-{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not tarball.is_file():
+            _debootstrap(suite, key, packages, out_dir, tarball, on_event, host)
+    return tarball
+
+
+def _debootstrap(suite: str, key: str, packages: tuple[str, ...], out_dir: Path, tarball: Path,
+                 on_event: Listener, host: HostPython | None) -> None:
     recipe = RootfsRecipe.load()
     root = out_dir / f"{suite}-{key}.d"
     log = out_dir / f"{suite}-{key}.log"
     shutil.rmtree(root, ignore_errors=True)
-    out_dir.mkdir(parents=True, exist_ok=True)
     cmd = ["debootstrap", f"--variant={recipe.variant}", f"--include={','.join(packages)}", suite,
            str(root), *([recipe.mirror] if recipe.mirror else [])]
     try:
@@ -297,7 +308,6 @@ def rootfs_tarball(suite: str, key: str, packages: tuple[str, ...], settings: Se
         partial.rename(tarball)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    return tarball
 
 
 def _slim(root: Path) -> None:

@@ -1,0 +1,132 @@
+"""Several projects' task builds at once on one machine, each in its own `coderun tasks build` process.
+
+A project's build spends about half its time in stages that use one core: installing the environment, the
+baseline and coverage runs of its suite, the recording runs (over the benchmark on 2 cores: 950 of 2050 s).
+Built one after another with `-j` = cores, the other cores wait through those stages; two builds side by
+side, each with `cores / 2` workers, keep them busy. A process per build, not a thread: a build's Ctrl-C
+handling, its analyzer's caches and its progress belong to it, and a child that fails leaves the others
+alone. Each child's whole output goes to its log (`runs/tasks/<project>.log`); its report is the one its
+build stored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from coderun.config import Settings
+from coderun.envs.logs import tail
+from coderun.errors import ERROR_FILE_VARIABLE, CoderunError, TaskError, from_record
+from coderun.events import Listener, Note, silent
+from coderun.manifests.schema import Manifest
+
+POLL_SECONDS = 0.5
+PROGRESS_EVERY_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """What `tasks build` was given, passed on to each project's own build."""
+
+    backend: str = "local"
+    include_weak: bool = False
+    jobs: int = 1
+    rigor: bool = True
+    registry: str | None = None
+
+
+@dataclass
+class _Child:
+    manifest: Manifest
+    proc: subprocess.Popen
+    log: Path
+    started: float
+
+
+def child_command(m: Manifest, opts: BuildOptions) -> list[str]:
+    """The `coderun tasks build` command line that builds `m` alone with `opts`."""
+    return [sys.executable, "-m", "coderun", "tasks", "build", str(m.origin or m.name), "-j", str(opts.jobs),
+            "--backend", opts.backend, *(["--include-weak"] if opts.include_weak else []),
+            *([] if opts.rigor else ["--no-rigor"]), *(["--registry", opts.registry] if opts.registry else [])]
+
+
+def build_side_by_side(manifests: list[Manifest], settings: Settings, opts: BuildOptions, at_once: int, *,
+                       on_event: Listener = silent) -> Iterator[tuple[Manifest, object]]:
+    """(manifest, ProjectTaskReport or CoderunError) for each project as its build ends, `at_once` building
+    at a time in the order given. On Ctrl-C (which reaches the children too: each stops as a lone build
+    would, keeping its decisions) no new build starts and the ones under way are waited for."""
+    waiting, running = list(manifests), []
+    folder = settings.runs / "tasks"
+    folder.mkdir(parents=True, exist_ok=True)
+    last_progress = time.monotonic()
+    try:
+        while waiting or running:
+            while waiting and len(running) < at_once:
+                running.append(_start(waiting.pop(0), folder, opts, on_event))
+            time.sleep(POLL_SECONDS)
+            for child in [c for c in running if c.proc.poll() is not None]:
+                running.remove(child)
+                yield child.manifest, _outcome(child, settings, on_event)
+            if running and time.monotonic() - last_progress >= PROGRESS_EVERY_SECONDS:
+                last_progress = time.monotonic()
+                _say_progress(running, len(waiting), on_event)
+    except KeyboardInterrupt:
+        on_event(Note("", f"interrupted: waiting for the {len(running)} builds under way to stop (each keeps "
+                          "its decisions; the same command resumes them)"))
+        for child in running:
+            child.proc.wait()
+        raise
+
+
+def _start(m: Manifest, folder: Path, opts: BuildOptions, on_event: Listener) -> _Child:
+    log = folder / f"{m.name}.log"
+    error_file(log).unlink(missing_ok=True)
+    with log.open("w") as out:
+        proc = subprocess.Popen(child_command(m, opts), stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL,
+                                env={**os.environ, "COLUMNS": "120", ERROR_FILE_VARIABLE: str(error_file(log))})
+    on_event(Note(m.name, f"building its tasks (-j {opts.jobs}; log: {log})"))
+    return _Child(m, proc, log, time.monotonic())
+
+
+def _outcome(child: _Child, settings: Settings, on_event: Listener) -> object:
+    from coderun.tasks.build import ProjectTaskReport
+    from coderun.tasks.store import build_reports
+
+    name, code = child.manifest.name, child.proc.returncode
+    if code != 0:
+        return _failure(child, code)
+    stored = build_reports(settings).get(name)
+    if stored is None:
+        return TaskError(f"{name}: its build ended without storing a report", hint=f"see {child.log}")
+    on_event(Note(name, f"built in {time.monotonic() - child.started:.0f}s"))
+    return ProjectTaskReport.model_validate_json(stored)
+
+
+def error_file(log: Path) -> Path:
+    return log.with_suffix(".error.json")
+
+
+def _failure(child: _Child, code: int) -> CoderunError:
+    """The child's own error (as it printed it in its log), else what its exit and log say."""
+    with contextlib.suppress(OSError, ValueError):
+        return from_record(json.loads(error_file(child.log).read_text(encoding="utf-8")))
+    return TaskError(f"{child.manifest.name}: its task build failed (exit {code})",
+                     hint=f"the whole output is in {child.log}; `coderun tasks build "
+                          f"{child.manifest.origin or child.manifest.name}` runs it alone (and resumes it)")
+
+
+def _say_progress(running: list[_Child], waiting: int, on_event: Listener) -> None:
+    now = time.monotonic()
+    for child in running:
+        last = next((line for line in reversed(tail(child.log, 5).splitlines()) if line.strip()), "starting")
+        on_event(Note(child.manifest.name, f"{now - child.started:.0f}s: {last.strip()[:100]}"))
+    if waiting:
+        on_event(Note("", f"{waiting} projects waiting"))

@@ -1,0 +1,58 @@
+"""Several projects' task builds side by side (`tasks build --at-once`), each in its own process: the same
+tasks as built alone, a report per project, and a failed one that leaves the others built."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from coderun.cli.main import app
+from coderun.config import load_settings
+from coderun.tasks import load_tasks
+from tests.helpers import write_tree
+
+pytestmark = pytest.mark.slow
+
+ADD = {"calc/__init__.py": "", "calc/ops.py": "def add(a, b):\n    total = a\n    total += b\n    result = total\n    return result\n",
+       "tests/test_ops.py": "from calc.ops import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+                           "    assert add(1, 1) == 2\n"}
+MUL = {"geo/__init__.py": "", "geo/area.py": "def area(w, h):\n    size = w\n    size *= h\n    result = size\n    return result\n",
+       "tests/test_area.py": "from geo.area import area\n\n\ndef test_area():\n    assert area(2, 3) == 6\n"
+                             "    assert area(1, 4) == 4\n"}
+
+
+def _manifest(tmp_path, name: str, files: dict[str, str]) -> str:
+    write_tree(tmp_path / name, files)
+    f = tmp_path / f"{name}.yaml"
+    f.write_text(f"name: {name}\nsource: {{path: {name}}}\npython: '3.11'\ntests:\n  paths: [tests]\n"
+                 "tasks:\n  discover: {undocumented: true}\n")
+    return str(f)
+
+
+def test_projects_built_side_by_side_get_their_tasks_and_reports(tmp_path, monkeypatch):
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    manifests = [_manifest(tmp_path, "calc", ADD), _manifest(tmp_path, "geo", MUL)]
+    res = CliRunner().invoke(app, ["tasks", "build", *manifests, "--at-once", "2", "--json"])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)
+    assert sorted(p["project"] for p in report["projects"]) == ["calc", "geo"]
+    assert {s["project"]: s["discovered"] for s in report["summary"]} == {"calc": 1, "geo": 1}
+    settings = load_settings()
+    assert sorted(t.qualname for t in load_tasks(settings)) == ["add", "area"]
+    for name in ("calc", "geo"):  # each child's whole output is kept
+        assert "verified" in (settings.runs / "tasks" / f"{name}.log").read_text()
+
+
+def test_a_failed_build_beside_others_is_named_with_its_log(tmp_path, monkeypatch):
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    broken = {**MUL, "tests/conftest.py": "import sys\nif 'coverage' in sys.modules:\n    raise SystemExit(3)\n"}
+    manifests = [_manifest(tmp_path, "calc", ADD), _manifest(tmp_path, "geo", broken)]
+    res = CliRunner().invoke(app, ["tasks", "build", *manifests, "--at-once", "2"])
+    out = " ".join(res.output.split())
+    assert res.exit_code != 0
+    # the words it fails in alone, and where its whole output is
+    assert "error: geo: the coverage run that maps tests to functions did not complete (exit 3)" in out, out
+    assert "geo: building its tasks (-j 1; log:" in out and "runs/tasks/geo.log" in "".join(out.split())
+    assert "calc" in {t.project for t in load_tasks(load_settings())}
