@@ -1,6 +1,7 @@
 """The whole benchmark's task build from an empty home, timed per project; two such builds compared.
 
     python benchmarks/build_all.py run --home EMPTY_DIR [--code CHECKOUT] [--project P ...] [-j 2]
+    python benchmarks/build_all.py whole --home EMPTY_DIR [--code CHECKOUT] [--project P ...] [--like HOME]
     python benchmarks/build_all.py compare HOME_A HOME_B [--code-a DIR] [--code-b DIR] [--markdown]
 
 `run` builds each project with `coderun tasks build P -j J` in turn, as `tasks build --all` does, in a
@@ -10,6 +11,11 @@ with its own built-in manifests; the projects default to every one it ships. Eac
 code and the machine's load go to HOME.jsonl as they finish, and its output to HOME.logs/P.log. A project
 already in HOME.jsonl is not built again, so a stopped run goes on where it stopped (the project it stopped in
 resumes its build, and its time is then only the part after the restart).
+
+`whole` builds them all with one `coderun tasks build P1 P2 ...` (the projects `--like` HOME built, else every
+one the checkout ships), as a user would, with that command's own defaults (builds side by side where the
+code has them); its wall time goes to HOME.total.json, and to HOME.jsonl each project's own build time as its
+stored report says (they overlap: their sum is more than the wall time).
 
 `compare` reads two such homes: per project both wall times and their ratio, the verified tasks of each, and
 whether the verified sets, their mapped tests and their pass+ input counts are the same (read with
@@ -85,6 +91,39 @@ def run(args) -> int:
     return 0
 
 
+def whole(args) -> int:
+    home = args.home.resolve()
+    code = args.code.resolve() if args.code else None
+    projects = args.project or (sorted(done_already(args.like.resolve().with_suffix(".jsonl")), key=str.lower)
+                                if args.like else shipped_projects(code or Path(__file__).resolve().parents[1]))
+    home.mkdir(parents=True, exist_ok=True)
+    print(f"{len(projects)} projects in one command, home {home}, code {code or 'this checkout'}, "
+          f"{os.cpu_count()} cores", flush=True)
+    load, start = os.getloadavg()[0], time.monotonic()
+    with home.with_suffix(".log").open("w") as log:
+        rc = subprocess.run([sys.executable, "-m", "coderun", "tasks", "build", *projects],
+                            env=coderun_env(home, code), stdout=log, stderr=subprocess.STDOUT, check=False).returncode
+    total = {"projects": projects, "seconds": round(time.monotonic() - start, 1), "rc": rc,
+             "load_before": round(load, 2), "load_after": round(os.getloadavg()[0], 2)}
+    home.with_suffix(".total.json").write_text(json.dumps(total, indent=1))
+    reports = stored_reports(home, code)
+    with home.with_suffix(".jsonl").open("w") as out:
+        for p in projects:
+            out.write(json.dumps({"project": p, "seconds": reports.get(p, {}).get("seconds", 0.0), "rc": rc}) + "\n")
+    print(f"wall {total['seconds']:.1f} s, exit {rc}, load {total['load_before']:.1f} -> {total['load_after']:.1f}; "
+          f"sum of the projects' own times {sum(r.get('seconds', 0.0) for r in reports.values()):.1f} s")
+    return 0
+
+
+def stored_reports(home: Path, code: Path | None) -> dict[str, dict]:
+    """project -> its stored build report (seconds, stage_seconds, ...)."""
+    script = ("import json; from coderun.config import load_settings; from coderun.tasks.store import build_reports;"
+              "print(json.dumps({p: json.loads(r) for p, r in build_reports(load_settings()).items()}))")
+    done = subprocess.run([sys.executable, "-c", script], env=coderun_env(home, code), capture_output=True,
+                          text=True, check=True)
+    return json.loads(done.stdout)
+
+
 def stored_tasks(home: Path, code: Path | None) -> dict[str, dict[str, dict]]:
     """project -> task id -> the task's listed fields, every status."""
     done = subprocess.run([sys.executable, "-m", "coderun", "tasks", "list", "--json", "--status", "all"],
@@ -134,10 +173,23 @@ def compare(args) -> int:
         total = [x + y for x, y in zip(total, row, strict=True)]
         rows.append(_row(p, row, "yes" if not diff else f"{len(diff)} differ"))
     rows.append(_row(f"total ({len(common)} projects)", total, f"{len(differences)} tasks differ"))
+    walls = [_wall(h, common) for h in homes]
+    if any(w is not None for w in walls):  # a home built in one command: its wall time, not the sum
+        wall = [w if w is not None else t for w, t in zip(walls, total[:2], strict=True)]
+        rows.append(_row("wall time, one command where one built them", [*wall, *total[2:]], ""))
     print(render(head, rows, args.markdown))
     for line in differences:
         print(f"- {line}" if args.markdown else f"  {line}")
     return 0
+
+
+def _wall(home: Path, common: list[str]) -> float | None:
+    """The wall time of the one command that built `home` (`whole`), when it built just these projects."""
+    path = home.with_suffix(".total.json")
+    if not path.exists():
+        return None
+    total = json.loads(path.read_text())
+    return total["seconds"] if sorted(total["projects"], key=str.lower) == common else None
 
 
 def _row(name: str, figures: list, same: str) -> list[str]:
@@ -153,14 +205,19 @@ def main() -> int:
     r.add_argument("--code", type=Path, help="another checkout of coderun to run (default: this one)")
     r.add_argument("--project", action="append", default=[], help="only these projects (repeatable)")
     r.add_argument("-j", "--jobs", type=int, default=2, help="tasks build -j (default 2)")
-    c = sub.add_parser("compare", help="two homes built by `run`, per project")
+    w = sub.add_parser("whole", help="build the projects with one `tasks build` command, timed")
+    w.add_argument("--home", type=Path, required=True, help="the CODERUN_HOME to build in (new or empty)")
+    w.add_argument("--code", type=Path, help="another checkout of coderun to run (default: this one)")
+    w.add_argument("--project", action="append", default=[], help="only these projects (repeatable)")
+    w.add_argument("--like", type=Path, help="the projects this home (built by `run`) holds")
+    c = sub.add_parser("compare", help="two homes built by `run` or `whole`, per project")
     c.add_argument("home_a", type=Path)
     c.add_argument("home_b", type=Path)
     c.add_argument("--code-a", type=Path, help="the checkout that built HOME_A (default: this one)")
     c.add_argument("--code-b", type=Path, help="the checkout that built HOME_B (default: this one)")
     c.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
-    return run(args) if args.command == "run" else compare(args)
+    return {"run": run, "whole": whole, "compare": compare}[args.command](args)
 
 
 if __name__ == "__main__":
