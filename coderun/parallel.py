@@ -39,9 +39,10 @@ def parallel(fn: Callable[[Item], Result], todo: list[Item], jobs: int,
     except GeneratorExit:
         raise
     except BaseException as e:
-        if isinstance(e, KeyboardInterrupt) and running:
-            on_event(Note("", f"interrupted: finishing the {len(running)} tasks under way; every decision made is "
-                          "kept, and running the same build again resumes"))
+        if isinstance(e, KeyboardInterrupt):  # also between two tasks, when none is under way
+            under_way = f"finishing the {len(running)} tasks under way; " if running else ""
+            on_event(Note("", f"interrupted: {under_way}every decision made is kept, and running the same build "
+                          "again resumes"))
         for fut in list(running):
             if fut.exception() is None:  # waits for it
                 yield running.pop(fut), fut.result()
