@@ -308,10 +308,9 @@ def _install(manifest: Manifest, env: LocalEnv, tree: Path, venv_env: dict[str, 
         log = env.logs / "pip.log"
         reqs = ["-r", str(env.resolved_path)] if env.as_of else pip_requirements(manifest, tree)
         if env.as_of and not manifest.install.pip_args:  # pip_args are pip's: pip installs everything then
-            if install_pinned(env.resolved_path, python=env.python, pip=pip_command(), log=env.logs / "uv.log",
-                              env=venv_env):
-                # The pins are in; pip installs the project's own line alone, or nothing is left to do.
-                own = [line for line in env.resolved_path.read_text().splitlines() if line.strip() == "."]
+            own = install_pinned(env.resolved_path, python=env.python, pip=pip_command(), log=env.logs / "uv.log",
+                                 env=venv_env)
+            if own is not None:  # the pins are in; pip installs the project's own line alone, or nothing
                 reqs = ["--no-deps", *own] if own else []
             else:
                 log.parent.mkdir(parents=True, exist_ok=True)

@@ -104,14 +104,16 @@ def uv_env(pip: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, st
                         "UV_INDEX_STRATEGY": os.environ.get("UV_INDEX_STRATEGY", "unsafe-best-match")}
 
 
-def install_pinned(resolved: Path, *, python: Path, pip: list[str], log: Path, env: dict[str, str]) -> bool:
+def install_pinned(resolved: Path, *, python: Path, pip: list[str], log: Path, env: dict[str, str]
+                   ) -> list[str] | None:
     """Install the pinned lines of `resolved` into `python`'s venv with uv: exactly those versions with no
     resolution (`--no-deps`: the set is complete), files copied rather than linked to uv's cache (a test
-    that writes into site-packages must not reach the cache), bytecode compiled as pip compiles it. The
-    project's own line (".") is left to the caller. False when uv failed: the log says why."""
-    pins = [line for line in resolved.read_text().splitlines() if "==" in line]
+    that writes into site-packages must not reach the cache), bytecode compiled as pip compiles it. Returns
+    the project's own lines (".") it leaves to the caller; None when uv failed: the log says why."""
+    lines = resolved.read_text().splitlines()
+    pins, own = [line for line in lines if "==" in line], [line for line in lines if line.strip() == "."]
     if not pins:
-        return True
+        return own
     pinned = log.with_name("pinned.txt")
     pinned.write_text("\n".join(pins) + "\n")
     index_args, run_env = uv_env(pip, env)
@@ -122,7 +124,7 @@ def install_pinned(resolved: Path, *, python: Path, pip: list[str], log: Path, e
         fh.write(f"$ {' '.join(cmd)}\n")
         fh.flush()
         proc = subprocess.run(cmd, env=run_env, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    return proc.returncode == 0
+    return own if proc.returncode == 0 else None
 
 
 def exclude_newer(day: dt.date) -> str:

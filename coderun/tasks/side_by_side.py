@@ -98,12 +98,12 @@ def _start(m: Manifest, folder: Path, opts: BuildOptions, on_event: Listener) ->
 
 def _outcome(child: _Child, settings: Settings, on_event: Listener) -> object:
     from coderun.tasks.build import ProjectTaskReport
-    from coderun.tasks.store import build_reports
+    from coderun.tasks.store import build_report
 
     name, code = child.manifest.name, child.proc.returncode
     if code != 0:
         return _failure(child, code)
-    stored = build_reports(settings).get(name)
+    stored = build_report(settings, name)
     if stored is None:
         return TaskError(f"{name}: its build ended without storing a report", hint=f"see {child.log}")
     on_event(Note(name, f"built in {time.monotonic() - child.started:.0f}s"))

@@ -211,6 +211,13 @@ def build_reports(settings: Settings) -> dict[str, str]:
         return dict(conn.execute("SELECT project, report FROM task_builds ORDER BY project").fetchall())
 
 
+def build_report(settings: Settings, project: str) -> str | None:
+    """One project's stored build report (JSON), None when it has none."""
+    with connect(settings) as conn:
+        row = conn.execute("SELECT report FROM task_builds WHERE project = ?", (project,)).fetchone()
+    return row[0] if row else None
+
+
 def weak_included(settings: Settings) -> set[str]:
     """Projects built with --include-weak."""
     with connect(settings) as conn:
