@@ -24,12 +24,20 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import itertools
+import operator
 import os
 import sys
 import time
 import types
 
 _FunctionType, _CodeType, _id, _is_type = types.FunctionType, types.CodeType, id, isinstance
+# Bound at import, before any sample's code runs (the fast path of `changes` is made of them).
+_all, _map, _list, _len, _is = all, map, list, len, operator.is_
+_chain, _values = itertools.chain.from_iterable, operator.methodcaller("values")
+_get_code, _get_defaults = operator.attrgetter("__code__"), operator.attrgetter("__defaults__")
+_get_kwdefaults, _get_closure = operator.attrgetter("__kwdefaults__"), operator.attrgetter("__closure__")
+_get_contents, _get_func = operator.attrgetter("cell_contents"), operator.attrgetter("__func__")
 _METHODS = (types.FunctionType, staticmethod, classmethod, property)
 _STORES = ("STORE_GLOBAL", "DELETE_GLOBAL")
 _state: dict[str, object] = {"texts": {}, "functions": [], "mappings": [], "owners": [], "events": []}
@@ -247,7 +255,7 @@ def take(items: list, root: str, sample: str) -> list[str]:
 
 def _watch(items: list, modules: dict, root: str) -> list:
     """Hold the snapshot; returns the checks to run on it (each a callable returning problems)."""
-    functions, owners, checks = [], [], []
+    functions, owners, checks, fixtures = [], [], [], set()
     sample = _state["sample"]
     for item in items:
         func = _item_function(item)
@@ -257,7 +265,8 @@ def _watch(items: list, modules: dict, root: str) -> list:
                 checks.append(lambda item=item, func=func: _not_test_code(item, func))
             functions += [(f"{item.nodeid}", f) for f in _reached(func)]
         for fixturedef, fixture in _fixture_functions(item):
-            if fixture is not None:
+            if fixture is not None and _id(fixturedef) not in fixtures:  # a module's fixture: one for all its items
+                fixtures.add(_id(fixturedef))
                 owners.append((fixturedef, "func", fixture, f"the fixture {getattr(fixturedef, 'argname', '?')}"))
                 functions += [(f"the fixture {getattr(fixturedef, 'argname', '?')}", f) for f in _reached(fixture)]
     mappings = []
@@ -269,7 +278,7 @@ def _watch(items: list, modules: dict, root: str) -> list:
                 mappings.append((f"{rel}::{value.__qualname__}", vars(value), None))
             functions += [(f"{rel}::{getattr(f, '__qualname__', name)}", f) for f in _methods_of(value)]
     kept = _dedupe(functions)
-    _state.update(functions=[(label, f, _held(f)) for label, f in kept], owners=owners,
+    _state.update(flat=None, functions=[(label, f, _held(f)) for label, f in kept], owners=owners,
                   mappings=[(label, m, dict(m), module, dict(m)) for label, m, module in mappings])
     checks += [lambda label=label, f=f: _not_its_file(label, f) for label, f in kept]
     return checks
@@ -378,13 +387,70 @@ def _inherited_from_installed(item, func) -> bool:
 def changes() -> list[str]:
     """What changed since the snapshot (or the last call), in words; [] when nothing did."""
     started = _clock()
-    out = _function_changes() + _owner_changes() + _mapping_changes()
+    out = []
+    if not _unchanged():  # something differs: the checks name it (or find it is the tests' own state)
+        out = _function_changes() + _owner_changes() + _mapping_changes()
+        _flatten()
     events = _state["events"]
     seen, n = list(events), len(events)
     del events[:n]  # the hook appends to this very list, from any thread
     out += [f"{what} of {label} was set (seen by the audit hook)" for what, label in dict.fromkeys(seen)]
     cost["tests_verify_ms"] += (_clock() - started) * 1000
     return out
+
+
+def _unchanged() -> bool:
+    """The fast path, run after every test: whether every kept function, owner and mapping holds exactly the
+    objects the snapshot (or the last check) kept, identities compared in C over flat lists as
+    coderun_integrity does (a suite of thousands of tests checked one by one in Python paid 8 ms a test).
+    False sends `changes` through the checks that name what changed, which are exact."""
+    flat = _state.get("flat")
+    if not flat:
+        return False
+    try:
+        functions, mappings, methods = flat["functions"], flat["mappings"], flat["methods"]
+        # With the audit hook, a code or defaults set is an event already; reading them calls the hook too.
+        return ((_state.get("audit") or (
+                    _all(_map(_is, _map(_get_code, functions), flat["codes"]))
+                    and _all(_map(_is, _map(_get_defaults, functions), flat["defaults"]))
+                    and _all(_map(_is, _map(_get_kwdefaults, functions), flat["kwdefaults"]))))
+                and _all(_map(_is, _map(_get_closure, functions), flat["closures"]))
+                and _all(_map(_is, _map(_get_contents, flat["cells"]), flat["contents"]))
+                and _all([_cell(c) is None for c in flat["empty"]])
+                and _all(_map(_is, _map(getattr, flat["owners"], flat["attrs"]), flat["raw"]))
+                and _all(_map(_is, _map(_get_func, _map(getattr, methods, flat["method_attrs"])),
+                              flat["method_funcs"]))
+                and _list(_map(_len, mappings)) == flat["sizes"]
+                and _all(_map(_is, _chain(mappings), flat["keys"]))
+                and _all(_map(_is, _chain(_map(_values, mappings)), flat["values"])))
+    except (AttributeError, ValueError):  # an attribute gone, a cell emptied: the checks say what
+        return False
+
+
+def _flatten() -> None:
+    """What the checks kept (never what is there now: a change made meanwhile would be taken as the snapshot),
+    as `_unchanged` reads it."""
+    held = [h for _, _, h in _state["functions"]]
+    cells = [(c, v) for h in held for c, v in zip(h[3] or (), h[4])]  # noqa: B905 (3.7)
+    plain, methods = [], []
+    for owner, attr, func, _label in _state["owners"]:
+        now = getattr(owner, attr, None)
+        # An item's function is a method bound anew per test (unittest's TestCaseFunction): its function counts.
+        (methods if getattr(now, "__func__", None) is func else plain).append((owner, attr, now, func))
+    mappings = _state["mappings"]
+    _state["flat"] = {
+        "functions": [f for _, f, _ in _state["functions"]], "codes": [h[0] for h in held],
+        "defaults": [h[1] for h in held], "kwdefaults": [h[2] for h in held], "closures": [h[3] for h in held],
+        "cells": [c for c, v in cells if v is not None], "contents": [v for _, v in cells if v is not None],
+        "empty": [c for c, v in cells if v is None],
+        "owners": [o for o, _, _, _ in plain], "attrs": [a for _, a, _, _ in plain],
+        # A value that is not the kept function is never the same object again: the checks will say it changed.
+        "raw": [now if _unwrap(now) is func else object() for _, _, now, func in plain],
+        "methods": [o for o, _, _, _ in methods], "method_attrs": [a for _, a, _, _ in methods],
+        "method_funcs": [f for _, _, _, f in methods],
+        "mappings": [m for _, m, _, _, _ in mappings], "sizes": [_len(h) for _, _, h, _, _ in mappings],
+        "keys": _list(_chain(h for _, _, h, _, _ in mappings)),
+        "values": _list(_chain(_map(_values, (h for _, _, h, _, _ in mappings))))}
 
 
 def _function_changes() -> list[str]:
@@ -422,6 +488,11 @@ def _mapping_changes() -> list[str]:
     out = []
     for i, (label, mapping, held, module, first) in enumerate(_state["mappings"]):
         if len(mapping) == len(held) and all(mapping.get(k, held) is v for k, v in held.items()):
+            # The same entries, maybe in another order (a key removed and set again): kept in this order,
+            # or the fast path would never hold again.
+            now = dict(mapping)
+            if len(now) == len(held) and all(now.get(k, held) is v for k, v in held.items()):
+                _state["mappings"][i] = (label, mapping, now, module, first)
             continue
         now = dict(mapping)
         allowed = _assigned(first) | _set_through(module) if module is not None else set()
