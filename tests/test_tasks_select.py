@@ -11,7 +11,7 @@ from coderun.manifests.schema import parse_manifest
 from coderun.records import Level, Task, TaskStatus
 from coderun.tasks import find_task, load_tasks, store
 from coderun.tasks.discovery import glob_regex, is_english, select
-from coderun.tasks.verify import Shared, TaskTests, Verification, unstable_tests, verify_task
+from coderun.tasks.verify import OriginalRuns, Shared, TaskTests, Verification, unstable_tests, verify_task
 from tests.helpers import write_tree
 
 BODY = "    a = 1\n    b = 2\n    c = a + b\n    return c\n"
@@ -160,6 +160,26 @@ def test_verified_weak_uncovered_flaky_broken():
     v = verify_task(spec("t1"), ScriptedRunner({"t1": ["failed"]}, {}), "src", blank,
                     shared(flaky={"t1"}, always={"t1"}))
     assert v.status is TaskStatus.BROKEN
+
+
+def test_tasks_with_the_same_tests_share_the_runs_of_the_original():
+    """Two functions of one file exercised by the same tests: the original runs on them once (and once more
+    on what is left when that run drops a test), not once per task; another set of tests has its own run."""
+    r = ScriptedRunner({"t2": ["failed"]}, {"t1": "failed"})
+    originals = OriginalRuns(r)
+    first = TaskTests("p/f.py::f", "f.py", "f", 1, ("t1", "t2"))
+    second = TaskTests("p/f.py::g", "f.py", "g", 5, ("t1", "t2"))
+    other = TaskTests("p/f.py::h", "f.py", "h", 9, ("t1",))
+    verdicts = [verify_task(t, r, "src", blank, shared(), originals) for t in (first, second, other)]
+    assert [v.status for v in verdicts] == [TaskStatus.VERIFIED] * 3
+    assert verdicts[0].flaky == verdicts[1].flaky == ("t2",) and verdicts[1].tests == ("t1",)
+    originals_run = [c[2] for c in r.calls if not c[1]]
+    assert originals_run == [["t1", "t2"], ["t1"]]  # the third task's tests are what the second's settled on
+
+    alone = ScriptedRunner({"t2": ["failed", "failed"]}, {"t1": "failed"})
+    for t in (first, second):
+        verify_task(t, alone, "src", blank, shared())
+    assert [c[2] for c in alone.calls if not c[1]] == [["t1", "t2"], ["t1"], ["t1", "t2"], ["t1"]]
 
 
 def test_flaky_test_dropped_before_the_blank_run():

@@ -46,6 +46,7 @@ from coderun.tasks.sandbox_runs import configuration_names, sandbox_tests
 from coderun.tasks.trivial import RAISE, bodies_for, task_bodies
 from coderun.tasks.verify import (
     ORIGINAL_RUNS,
+    OriginalRuns,
     Shared,
     TaskTests,
     TestRunner,
@@ -344,8 +345,8 @@ def _verify_all(manifest: Manifest, env: LocalEnv, runner: TestRunner, mapped: l
 
     say = _say(manifest, on_event)
     specs = [(c, _spec(manifest, c, tests, (recorded or {}).get(_tid(manifest, c), []))) for c, tests in mapped]
-    shared = {conf: _shared_runs(manifest, runner, {n for _, tests in mapped for n in tests}, kept, say, conf)
-              for conf in configuration_names(manifest)}
+    shared = {conf: _shared_runs(manifest, runner, {n for _, tests in mapped for n in tests}, kept, say, conf,
+                                 jobs) for conf in configuration_names(manifest)}
     out: dict[str, Verification] = {}
     todo = []
     for _, spec in specs:
@@ -360,9 +361,12 @@ def _verify_all(manifest: Manifest, env: LocalEnv, runner: TestRunner, mapped: l
             "build with the same inputs; verifying the rest")
     sources = {spec.file: (env.checkout.path / spec.file).read_text(encoding="utf-8") for spec in todo if spec.tests}
 
+    originals = OriginalRuns(runner)
+
     def one(spec: TaskTests) -> Verification:
         return verify_task(spec, runner, sources.get(spec.file, ""),
-                           lambda src, q, ln, stmt: blank_body(src, q, lineno=ln, statement=stmt), shared)
+                           lambda src, q, ln, stmt: blank_body(src, q, lineno=ln, statement=stmt), shared,
+                           originals)
 
     tally = Tally(manifest.name, len(specs), Counter(v.status.value for v in out.values()), on_event)
     for spec, v in parallel(one, todo, jobs, on_event=on_event):
@@ -387,8 +391,8 @@ def _candidate_target(c: Candidate) -> dict[str, object]:
             "first": fn.start_lineno, "end_lineno": fn.end_lineno}
 
 
-def _shared_runs(manifest: Manifest, runner: TestRunner, union: set[str], kept: _Kept, say, conf: str
-                 ) -> Shared:
+def _shared_runs(manifest: Manifest, runner: TestRunner, union: set[str], kept: _Kept, say, conf: str,
+                 jobs: int) -> Shared:
     """(flaky, always failed) from the runs of the original on every mapped test at once, or as kept."""
     key = "shared:" + hashlib.sha256("\n".join([conf, *sorted(union)]).encode()).hexdigest()[:16]
     if key in kept.records:
@@ -397,7 +401,7 @@ def _shared_runs(manifest: Manifest, runner: TestRunner, union: set[str], kept: 
     where = f" in configuration {conf}" if conf else ""
     say(f"running the original x{ORIGINAL_RUNS - 1} on all {len(union)} mapped tests"
         + where)
-    flaky, always = unstable_tests(runner, union, ORIGINAL_RUNS - 1, conf)
+    flaky, always = unstable_tests(runner, union, ORIGINAL_RUNS - 1, conf, jobs)
     kept.keep(key, json.dumps({"flaky": sorted(flaky), "always": sorted(always)}))
     return Shared(frozenset(flaky), frozenset(always))
 

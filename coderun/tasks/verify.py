@@ -6,7 +6,8 @@
    exactly as the evaluation will group them. When that drops a test, the original runs once more on what is
    left, which is what the evaluation will run: a test that then fails needed the dropped ones before it
    (state a test leaves behind, a service only an earlier test sets up) and is dropped too, until what is
-   left passes alone.
+   left passes alone. Tasks with the very same tests share these runs (`OriginalRuns`): one run of the same
+   tests on the same code, not one per task.
 2. With its body replaced by `raise NotImplementedError`, the function fails at least one remaining test;
    otherwise the task is `weak`: its tests do not notice the function missing.
 3. With its body replaced by each other trivial body (tasks/trivial: `return None`, the first argument, an
@@ -24,11 +25,14 @@ Every run goes through a `TestRunner`, the same sandbox call the evaluation uses
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Protocol
 
 from coderun.errors import TaskError
+from coderun.parallel import parallel
 from coderun.records import TaskStatus
 from coderun.tasks.trivial import NONE, RAISE_STATEMENT
 
@@ -111,35 +115,66 @@ class Verification:
             return None
 
 
-def unstable_tests(runner: TestRunner, nodeids: Iterable[str], runs: int, configuration: str = ""
-                   ) -> tuple[set[str], set[str]]:
-    """(failed in at least one of `runs` runs, failed in every run) for the union of `nodeids`."""
+def unstable_tests(runner: TestRunner, nodeids: Iterable[str], runs: int, configuration: str = "",
+                   jobs: int = 1) -> tuple[set[str], set[str]]:
+    """(failed in at least one of `runs` runs, failed in every run) for the union of `nodeids`, `jobs`
+    runs at a time."""
     ids = sorted(set(nodeids))
     if not ids or runs <= 0:
         return set(), set()
     failed_any: set[str] = set()
     failed_all = set(ids)
-    for _ in range(runs):
-        outcomes = runner(None, None, ids, configuration=configuration)
+    for _, outcomes in parallel(lambda _: runner(None, None, ids, configuration=configuration),
+                                list(range(runs)), jobs):
         bad = {n for n in ids if outcomes.get(n) != "passed"}
         failed_any |= bad
         failed_all &= bad
     return failed_any, failed_all
 
 
+class OriginalRuns:
+    """The runs of the original on a task's own tests, made once for every task that asks for the very same
+    tests in the same order and configuration (a file's functions that one test class exercises): the same
+    run of the same code, so its outcome is theirs too. Safe across threads: a task asking while the run is
+    under way waits for it."""
+
+    def __init__(self, runner: TestRunner) -> None:
+        self._runner = runner
+        self._lock = threading.Lock()
+        self._runs: dict[tuple[str, tuple[str, ...]], Future] = {}
+
+    def __call__(self, file: str, tests: Sequence[str], configuration: str) -> dict[str, str]:
+        key = (configuration, tuple(tests))
+        with self._lock:
+            run = self._runs.get(key)
+            mine = run is None
+            if mine:
+                run = self._runs[key] = Future()
+        if mine:
+            try:
+                run.set_result(self._runner(file, None, list(tests), configuration=configuration))
+            except BaseException as e:
+                run.set_exception(e)
+                raise
+        return run.result()
+
+
 def verify_task(task: TaskTests, runner: TestRunner, original_file: str,
-                blank: Callable[[str, str, int, str], str], shared: dict[str, Shared]) -> Verification:
+                blank: Callable[[str, str, int, str], str], shared: dict[str, Shared],
+                originals: OriginalRuns | None = None) -> Verification:
     """Check one task given the outcome of the shared runs in each configuration (`shared`, keyed by
     configuration name; {"": ...} without configurations).
 
     `blank(file_source, qualname, lineno, statement)` returns the file with the function's body replaced
     by `statement`. `raise NotImplementedError` decides `weak`; each of `task.trivial` runs once it is
-    caught, like it (every configuration, stopping at the first failure).
+    caught, like it (every configuration, stopping at the first failure). `originals`: the runs of the
+    original shared with the other tasks of the build (a task of its own without).
     """
     if not task.tests:
         return Verification(task.task_id, TaskStatus.UNCOVERED, (), (), (), "no test executes the body")
-    per_conf, flaky = _originals(task, runner, shared)
-    per_conf, flaky = _settle(task, runner, per_conf, flaky)
+    originals = originals or OriginalRuns(runner)
+    per_conf, flaky = _originals(task, originals, shared)
+    per_conf, flaky = _settle(task, originals, per_conf, flaky)
     kept = tuple(n for n in task.tests if n not in flaky and any(n in t for t in per_conf.values()))
     dropped = tuple(sorted(set(task.tests) - set(kept)))
     if not kept:
@@ -164,14 +199,14 @@ def verify_task(task: TaskTests, runner: TestRunner, original_file: str,
     return Verification(task.task_id, TaskStatus.VERIFIED, kept, dropped, failed, "", configurations, passes)
 
 
-def _originals(task: TaskTests, runner: TestRunner, shared: dict[str, Shared]
+def _originals(task: TaskTests, runner: OriginalRuns, shared: dict[str, Shared]
                ) -> tuple[dict[str, tuple[str, ...]], set[str]]:
     """The task's own run of the original in each configuration: (tests it passes there, flaky tests).
     A test failing every run of a configuration is not expected there; failing only some, it is flaky."""
     per_conf: dict[str, tuple[str, ...]] = {}
     flaky: set[str] = set()
     for conf, s in shared.items():
-        own = runner(task.file, None, list(task.tests), configuration=conf)
+        own = runner(task.file, task.tests, conf)
         failed = {n for n in task.tests if own.get(n) != "passed"}
         always = failed & s.always_failed
         flaky |= {n for n in task.tests if (n in failed or n in s.flaky) and n not in always}
@@ -179,7 +214,7 @@ def _originals(task: TaskTests, runner: TestRunner, shared: dict[str, Shared]
     return per_conf, flaky
 
 
-def _settle(task: TaskTests, runner: TestRunner, per_conf: dict[str, tuple[str, ...]], flaky: set[str]
+def _settle(task: TaskTests, runner: OriginalRuns, per_conf: dict[str, tuple[str, ...]], flaky: set[str]
             ) -> tuple[dict[str, tuple[str, ...]], set[str]]:
     """Re-run the original on each configuration's remaining tests while the task's own run dropped any:
     the evaluation runs exactly those, without the dropped ones before them. A test failing now is flaky
@@ -189,7 +224,7 @@ def _settle(task: TaskTests, runner: TestRunner, per_conf: dict[str, tuple[str, 
         moved = {c: t for c, t in left.items() if t and t != task.tests}
         failed = set()
         for conf, tests in moved.items():
-            out = runner(task.file, None, list(tests), configuration=conf)
+            out = runner(task.file, tests, conf)
             failed |= {n for n in tests if out.get(n) != "passed"}
         per_conf = left
         if not failed:
