@@ -3,11 +3,15 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
 import signal
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from pathlib import Path
 from typing import TypeVar
 
 from coderun.events import Counted, Listener, Note, silent
@@ -26,14 +30,18 @@ def parallel(fn: Callable[[Item], Result], todo: list[Item], jobs: int,
     ex = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="coderun-verify")
     running: dict[Future, Item] = {}
     pending = list(todo)
+    slots = JobSlots.shared()
     try:
         with _CtrlC() as ctrl_c:
             while pending or running:
-                while pending and len(running) < jobs:
+                while pending and len(running) < jobs and slots.take(len(running)):
                     item = pending.pop(0)
                     running[ex.submit(fn, item)] = item
+                if not running:  # every shared slot is another build's: wait for one
+                    time.sleep(JobSlots.POLL_SECONDS)
                 done, _ = wait(running, timeout=_POLL_SECONDS, return_when=FIRST_COMPLETED)
                 for fut in done:
+                    slots.give()
                     yield running.pop(fut), fut.result()
                 ctrl_c.check()
     except GeneratorExit:
@@ -49,9 +57,75 @@ def parallel(fn: Callable[[Item], Result], todo: list[Item], jobs: int,
         raise
     finally:
         ex.shutdown(wait=True, cancel_futures=True)
+        slots.give_all()
 
 
 _POLL_SECONDS = 0.2  # how soon a Ctrl-C taken by _CtrlC is acted on
+SLOTS_VARIABLE = "CODERUN_JOB_SLOTS"
+
+
+class JobSlots:
+    """The machine's cores shared by several builds side by side (tasks/side_by_side), as make's jobserver
+    shares them: a folder of one lock file per core (CODERUN_JOB_SLOTS), and a task runs while its build
+    holds one's lock. A build in a stage that uses one core holds none, so the other builds use the cores
+    it leaves; a process that dies gives its slots back with its file descriptors. Without the variable
+    there is no limit but `jobs`.
+
+    Fair by waiting: a build with nothing running takes a free slot at once, one with tasks running takes
+    another only when it has stayed free for a while, so a build waiting for its first is not outrun."""
+
+    POLL_SECONDS = 0.05
+    SPARE_SECONDS = 0.3   # how long a slot stays free before a build that holds one takes another
+
+    def __init__(self, folder: str | None) -> None:
+        self.files = sorted(Path(folder).glob("slot-*")) if folder else []
+        self.held: list[int] = []
+        self._free_since: float | None = None
+
+    @classmethod
+    def shared(cls) -> JobSlots:
+        return cls(os.environ.get(SLOTS_VARIABLE))
+
+    @staticmethod
+    def create(folder: Path, n: int) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        for i in range(n):
+            (folder / f"slot-{i}").touch()
+
+    def take(self, running: int) -> bool:
+        """Whether another task may start now (holding a slot for it when slots are shared)."""
+        if not self.files:
+            return True
+        now = time.monotonic()
+        fd = self._try_lock()
+        if fd is None:
+            self._free_since = None
+            return False
+        if running and (self._free_since is None or now - self._free_since < self.SPARE_SECONDS):
+            self._free_since = self._free_since or now
+            os.close(fd)   # free now, but maybe only until a waiting build looks again: leave it a moment
+            return False
+        self._free_since = None
+        self.held.append(fd)
+        return True
+
+    def _try_lock(self) -> int | None:
+        for path in self.files:
+            fd = os.open(path, os.O_RDWR)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return fd
+            except OSError:
+                os.close(fd)
+        return None
+
+    def give(self) -> None:
+        if self.held:
+            os.close(self.held.pop())
+
+    def give_all(self) -> None:
+        while self.held:
+            self.give()
 
 
 class _CtrlC:

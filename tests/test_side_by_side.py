@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from coderun.cli.main import app
 from coderun.config import load_settings
 from coderun.tasks import load_tasks
+from coderun.tasks.build import default_jobs
 from tests.helpers import write_tree
 
 pytestmark = pytest.mark.slow
@@ -54,5 +55,6 @@ def test_a_failed_build_beside_others_is_named_with_its_log(tmp_path, monkeypatc
     assert res.exit_code != 0
     # the words it fails in alone, and where its whole output is
     assert "error: geo: the coverage run that maps tests to functions did not complete (exit 3)" in out, out
-    assert "geo: building its tasks (-j 1; log:" in out and "runs/tasks/geo.log" in "".join(out.split())
+    assert f"geo: building its tasks (-j {default_jobs()}, sharing {default_jobs()} cores; log:" in out
+    assert "runs/tasks/geo.log" in "".join(out.split())
     assert "calc" in {t.project for t in load_tasks(load_settings())}

@@ -20,7 +20,7 @@ from coderun.cli.main import app
 from coderun.config import Settings, load_settings
 from coderun.errors import TaskError
 from coderun.evaluation.evaluate import EvalRequest, start_run
-from coderun.parallel import parallel
+from coderun.parallel import SLOTS_VARIABLE, JobSlots, parallel
 from coderun.records import Task, TaskStatus
 from coderun.tasks import load_tasks, store
 from coderun.tasks.coverage_map import cap_tests
@@ -194,6 +194,53 @@ def test_ctrl_c_between_two_tasks_says_so():
     assert [e.text for e in events if "interrupted" in e.text] == [
         "interrupted: every decision made is kept, and running the same build again resumes"]
 
+
+def test_builds_side_by_side_share_the_cores(tmp_path):
+    """make's jobserver, for two builds: a build with nothing running takes a free core at once; one that
+    runs a task already takes another only once it has stayed free for a while (a build waiting for its first
+    is not outrun); a core is given back when its task ends, and by a process that ends."""
+    JobSlots.create(tmp_path, 2)
+    a, b = JobSlots(str(tmp_path)), JobSlots(str(tmp_path))
+    assert a.take(0) and b.take(0)
+    assert not a.take(1) and not b.take(1)   # both cores held
+    b.give()
+    assert not a.take(1)                     # free just now: b, or a third build, may want it back
+    time.sleep(JobSlots.SPARE_SECONDS + 0.1)
+    assert a.take(1) and len(a.held) == 2
+    assert not b.take(0)
+    a.give_all()
+    assert b.take(0)
+    assert JobSlots(None).take(5)             # not side by side: -j is the only limit
+
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
+                               f"fd = os.open({str(tmp_path / 'slot-1')!r}, os.O_RDWR)\n"
+                               "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(60)"],
+                              stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline() == "held\n"
+    b.give_all()
+    c = JobSlots(str(tmp_path))
+    assert c.take(0) and not JobSlots(str(tmp_path)).take(0)
+    holder.kill()
+    holder.wait()
+    assert JobSlots(str(tmp_path)).take(0)   # the dead process's core is free
+
+
+def test_parallel_waits_for_a_core_another_build_holds(tmp_path, monkeypatch):
+    """With every shared core held by another build, no task starts; each starts as a core comes free."""
+    JobSlots.create(tmp_path, 1)
+    monkeypatch.setenv(SLOTS_VARIABLE, str(tmp_path))
+    other = JobSlots(str(tmp_path))
+    assert other.take(0)
+    given = threading.Event()
+
+    def give_back():
+        given.set()
+        other.give()
+
+    threading.Timer(0.5, give_back).start()
+    got = [(item, seen) for item, seen in parallel(lambda i: given.is_set(), [0, 1, 2], 2)]
+    assert sorted(got) == [(0, True), (1, True), (2, True)]   # none started before the core was given back
+    assert other.take(0)                     # every core given back when the work is done
 
 
 @pytest.mark.slow

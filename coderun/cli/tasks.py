@@ -61,8 +61,8 @@ def build(projects: list[str] = typer.Argument(None, help="Project names or mani
           rigor: bool = typer.Option(True, "--rigor/--no-rigor", help="Also derive the pass+ inputs (record "
                                      "the original's calls, mutate, reduce); `tasks rigor` can do it later."),
           at_once: int = typer.Option(None, "--at-once", help="Projects built at once, each in its own process "
-                                      "(default: 2 with several projects and cores, else 1); -j then defaults "
-                                      "to the cores shared among them."),
+                                      "(default: 2 with several projects and cores, else 1); they share the "
+                                      "cores: tasks verified at once over all of them are at most the cores."),
           registry: str = RegistryOption, projects_dir: list[Path] = ProjectsDirOption, as_json: bool = JsonOption) -> None:
     """Select each project's tasks, map them to the tests that reach them, verify, store. With several
     projects a failed one is reported and the others go on; the exit code says if any failed. An interrupted
@@ -128,7 +128,7 @@ def _builds(manifests, s, opts: BuildOptions, cluster: str | None, as_json: bool
                           len(manifests), "task builds", failed=failed)
     at_once = min(len(manifests), at_once or (2 if default_jobs() >= 2 else 1))
     if at_once > 1:
-        opts = replace(opts, jobs=opts.jobs or max(1, default_jobs() // at_once))
+        opts = replace(opts, jobs=opts.jobs or default_jobs(), cores=default_jobs())
         return each_built(build_side_by_side(manifests, s, opts, at_once,
                                              on_event=silent if as_json else Renderer(err_console)),
                           len(manifests), "task builds", failed=failed)

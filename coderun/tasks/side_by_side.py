@@ -3,7 +3,9 @@
 A project's build spends about half its time in stages that use one core: installing the environment, the
 baseline and coverage runs of its suite, the recording runs (over the benchmark on 2 cores: 950 of 2050 s).
 Built one after another with `-j` = cores, the other cores wait through those stages; two builds side by
-side, each with `cores / 2` workers, keep them busy. A process per build, not a thread: a build's Ctrl-C
+side keep them busy. The cores are shared, as make's jobserver shares them (parallel.JobSlots): each build
+may verify up to `-j` tasks at once, one per core it holds, and holds none in a one-core stage, so a build
+left alone at the end, or beside one that installs, has the cores the other does not use. A process per build, not a thread: a build's Ctrl-C
 handling, its analyzer's caches and its progress belong to it, and a child that fails leaves the others
 alone. Each child's whole output goes to its log (`runs/tasks/<project>.log`); its report is the one its
 build stored.
@@ -14,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -26,6 +29,7 @@ from coderun.envs.logs import tail
 from coderun.errors import ERROR_FILE_VARIABLE, CoderunError, TaskError, from_record
 from coderun.events import Listener, Note, silent
 from coderun.manifests.schema import Manifest
+from coderun.parallel import SLOTS_VARIABLE, JobSlots
 
 POLL_SECONDS = 0.5
 PROGRESS_EVERY_SECONDS = 60.0
@@ -40,6 +44,7 @@ class BuildOptions:
     jobs: int = 1
     rigor: bool = True
     registry: str | None = None
+    cores: int = 1   # shared by the builds under way: tasks verified at once over all of them (JobSlots)
 
 
 @dataclass
@@ -64,12 +69,13 @@ def build_side_by_side(manifests: list[Manifest], settings: Settings, opts: Buil
     would, keeping its decisions) no new build starts and the ones under way are waited for."""
     waiting, running = list(manifests), []
     folder = settings.runs / "tasks"
-    folder.mkdir(parents=True, exist_ok=True)
+    slots = folder / f".slots-{os.getpid()}"
+    JobSlots.create(slots, opts.cores)
     last_progress = time.monotonic()
     try:
         while waiting or running:
             while waiting and len(running) < at_once:
-                running.append(_start(waiting.pop(0), folder, opts, on_event))
+                running.append(_start(waiting.pop(0), folder, opts, slots, on_event))
             time.sleep(POLL_SECONDS)
             for child in [c for c in running if c.proc.poll() is not None]:
                 running.remove(child)
@@ -83,16 +89,19 @@ def build_side_by_side(manifests: list[Manifest], settings: Settings, opts: Buil
         for child in running:
             child.proc.wait()
         raise
+    finally:
+        shutil.rmtree(slots, ignore_errors=True)
 
 
-def _start(m: Manifest, folder: Path, opts: BuildOptions, on_event: Listener) -> _Child:
+def _start(m: Manifest, folder: Path, opts: BuildOptions, slots: Path, on_event: Listener) -> _Child:
     log = folder / f"{m.name}.log"
     error_file(log).unlink(missing_ok=True)
     with log.open("w") as out:
         proc = subprocess.Popen(child_command(m, opts), stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL,
-                                env={**os.environ, "COLUMNS": "120", ERROR_FILE_VARIABLE: str(error_file(log))})
-    on_event(Note(m.name, f"building its tasks (-j {opts.jobs}; log: {log})"))
+                                env={**os.environ, "COLUMNS": "120", ERROR_FILE_VARIABLE: str(error_file(log)),
+                                     SLOTS_VARIABLE: str(slots)})
+    on_event(Note(m.name, f"building its tasks (-j {opts.jobs}, sharing {opts.cores} cores; log: {log})"))
     return _Child(m, proc, log, time.monotonic())
 
 
