@@ -182,6 +182,29 @@ def test_tasks_with_the_same_tests_share_the_runs_of_the_original():
     assert [c[2] for c in alone.calls if not c[1]] == [["t1", "t2"], ["t1"], ["t1", "t2"], ["t1"]]
 
 
+def test_the_last_own_run_of_the_original_explores_for_pass_plus():
+    """A task with recorded calls (an `explore` payload) ends its own runs of the original with pass+'s
+    exploring step; the one on the tests it keeps is handed over, so pass+ does not run them again. A task
+    whose run was another's (the same tests) gets none and pass+ makes its own."""
+    r = ScriptedRunner({"t2": ["failed"]}, {"t1": "failed"})
+    explored: list[tuple[list[str], str]] = []
+
+    def explorer(nodeids, payload, configuration):
+        explored.append((nodeids, payload))
+        return r(None, None, nodeids, configuration=configuration), {"mode": "explore", "for": payload}
+
+    originals = OriginalRuns(r, explorer)
+    first = TaskTests("p/f.py::f", "f.py", "f", 1, ("t1", "t2"), explore="F")
+    second = TaskTests("p/f.py::g", "f.py", "g", 5, ("t1", "t2"), explore="G")
+    v1, v2 = (verify_task(t, r, "src", blank, shared(), originals) for t in (first, second))
+    assert explored == [(["t1", "t2"], "F"), (["t1"], "F")]       # t2 failed: the step ran again on t1 alone
+    assert v1.tests == ("t1",) and v1.explored == ({"t1": "passed"}, {"mode": "explore", "for": "F"})
+    assert v2.status is TaskStatus.VERIFIED and v2.explored is None
+    assert Verification.from_json(v1.to_json(first), first).explored is None   # not kept with the decision
+    plain = verify_task(TaskTests("p/f.py::h", "f.py", "h", 9, ("t3",)), r, "src", blank, shared(), originals)
+    assert plain.explored is None and len(explored) == 2
+
+
 def test_flaky_test_dropped_before_the_blank_run():
     r = ScriptedRunner({}, {"t1": "failed", "t2": "passed"})
     v = verify_task(spec("t1", "t2"), r, "src", blank, shared(flaky={"t1"}))

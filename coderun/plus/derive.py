@@ -5,7 +5,8 @@ For a project's benchmark tasks:
    (`record`, plus/record); calls whose results differ between the runs are dropped;
 2. per task, one run of its tests in the evaluation's sandbox ends with the differential step exploring
    the original (harness/coderun_differential): the recorded calls, type-aware mutations of them, mutants
-   of the original, each call made twice;
+   of the original, each call made twice. Verification's own last run of the original on those very tests
+   is that run when it carried the step (tasks/verify: `TaskTests.explore`); else it is made here;
 3. the candidates the original ended the same way on twice are reduced (plus/inputs.reduce);
 4. a second run of the original on the kept inputs confirms them: an input it does not repeat is dropped.
 What is kept (inputs, and on the host only, the original's observations) is stored with the task by the
@@ -34,18 +35,23 @@ from coderun.runner.splice import blank_body
 Observe = Callable[[list[str], str, float, str, "tuple[str, str] | None"], tuple[dict[str, str], "dict | None"]]
 # (a task, the obs of its recorded calls) -> its trivial bodies by name (tasks/trivial.task_bodies)
 Bodies = Callable[[Task, list[dict]], dict[str, str]]
+# A run of the original on a task's tests that ended with the exploring step: (outcomes, its record)
+Explored = tuple[dict[str, str], "dict | None"]
 
 
-def task_inputs(task: Task, recorded: Recording | None, observe: Observe) -> tuple[TaskInputs | None, RigorSummary]:
-    """The task's differential inputs (None when there are none) and its summary (why not, when not)."""
+def task_inputs(task: Task, recorded: Recording | None, observe: Observe, explored: Explored | None = None
+                ) -> tuple[TaskInputs | None, RigorSummary]:
+    """The task's differential inputs (None when there are none) and its summary (why not, when not).
+    `explored`: the exploring run verification made already (the original on these very tests, then the step)."""
     recorded = recorded or Recording(task_id=task.task_id)
     base = RigorSummary(recorded=len(recorded.calls), seen=recorded.seen, uncaptured=dict(recorded.uncaptured),
                         nondeterministic=recorded.nondeterministic)
     if not recorded.calls:
         return None, base.model_copy(update={"note": _why_none(base)})
     conf = task.runs()[0]
-    outcomes, record = observe(list(conf.tests), plan.explore_payload(task, [c.input for c in recorded.calls]),
-                               plan.EXPLORE_BUDGET, conf.name, None)
+    outcomes, record = explored or observe(
+        list(conf.tests), plan.explore_payload(task.task_id, task, [c.input for c in recorded.calls]),
+        plan.EXPLORE_BUDGET, conf.name, None)
     problem = _problem(conf.tests, outcomes, record)
     if problem:
         return None, base.model_copy(update={"note": f"exploring the original: {problem}"})
@@ -116,18 +122,19 @@ def _why_none(summary: RigorSummary) -> str:
 
 
 def project_inputs(tasks: list[Task], recorded: dict[str, Recording], observe: Observe, bodies: Bodies,
-                   jobs: int, on_event: Listener, project: str, tree: Path
-                   ) -> tuple[list[Task], list[TaskInputs]]:
+                   jobs: int, on_event: Listener, project: str, tree: Path,
+                   explored: dict[str, Explored] | None = None) -> tuple[list[Task], list[TaskInputs]]:
     """Every benchmark task's inputs, `jobs` tasks at a time, and which of the trivial bodies that pass its
     tests pass+ lets through (`tree`: the pristine project; `bodies` makes those bodies): the tasks with their summaries and
-    `trivial_plus_passes` set, and the inputs of those that have some."""
+    `trivial_plus_passes` set, and the inputs of those that have some. `explored`: by task id, the exploring
+    runs verification made on the tests each task kept."""
     todo = [t for t in tasks if t.status in (TaskStatus.VERIFIED, TaskStatus.WEAK) and t.tests]
     updates: dict[str, dict] = {}
     found: list[TaskInputs] = []
 
     def one(t: Task) -> tuple[TaskInputs | None, RigorSummary, list[str]]:
         recording = recorded.get(t.task_id)
-        inputs, summary = task_inputs(t, recording, observe)
+        inputs, summary = task_inputs(t, recording, observe, (explored or {}).get(t.task_id))
         if not (t.trivial_passes and inputs):
             return inputs, summary, trivial_through(t, inputs, {}, observe, "")
         statements = bodies(t, [c.obs for c in recording.calls] if recording else [])

@@ -13,10 +13,14 @@ import json
 import random
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from coderun.harness.coderun_values import digest
 from coderun.plus.differential import disagreement
 from coderun.records import Task
+
+if TYPE_CHECKING:  # the analyzers (jedi) stay out of what `coderun eval` imports
+    from coderun.analyzers.model import FunctionInfo
 
 MAX_INPUTS = 25           # kept per task, after reduction
 CALL_LIMIT = 1.0          # seconds per call of the original at build time
@@ -25,7 +29,7 @@ EXPLORE_BUDGET = 120.0    # seconds for the whole step when the original is expl
 EXPLORE = {"per_input": 8, "max_candidates": 200, "mutants": 20}
 
 
-def target(task: Task) -> dict[str, object]:
+def target(task: Task | FunctionInfo) -> dict[str, object]:
     """Where the function is, as the harness finds its code: the def line and the first decorator's."""
     lines = task.source.splitlines()
     at_def = next((i for i, line in enumerate(lines) if line.lstrip().startswith(("def ", "async def "))), 0)
@@ -33,9 +37,9 @@ def target(task: Task) -> dict[str, object]:
             "first": task.lineno - at_def, "end_lineno": task.end_lineno}
 
 
-def explore_payload(task: Task, recorded: Sequence[str]) -> str:
-    seed = random.Random(task.task_id).randrange(2**31)  # stable per task: a rebuild derives the same inputs
-    return json.dumps({"mode": "explore", "target": target(task), "inputs": list(recorded),
+def explore_payload(task_id: str, function: Task | FunctionInfo, recorded: Sequence[str]) -> str:
+    seed = random.Random(task_id).randrange(2**31)  # stable per task: a rebuild derives the same inputs
+    return json.dumps({"mode": "explore", "target": target(function), "inputs": list(recorded),
                        "limit": CALL_LIMIT, "budget": EXPLORE_BUDGET, "explore": {"seed": seed, **EXPLORE}})
 
 

@@ -28,6 +28,8 @@ from coderun.events import Listener, Note, silent
 from coderun.manifests.schema import Manifest, supplementary_files
 from coderun.parallel import Tally, parallel
 from coderun.plus.derive import project_inputs, record
+from coderun.plus.inputs import explore_payload
+from coderun.plus.record import Recording
 from coderun.records import (
     ConfigurationTests,
     Level,
@@ -173,7 +175,7 @@ def _build_project(manifest: Manifest, settings: Settings, backend: str, include
     supplementary = set(supplementary_files(manifest))  # paths as the tree has them
     with sandbox_tests(manifest, settings, backend, env, logs, durations, jobs, notes) as runner:
         verdicts = _verify_all(manifest, env, runner, [(c, tests) for c, tests, _ in mapped], jobs, kept,
-                               on_event, {tid: [c.obs for c in r.calls] for tid, r in recorded.items()})
+                               on_event, recorded)
         lap("verification")
         tasks = [_task(manifest, env, c, tests, kind, covmap, verdicts[_tid(manifest, c)], supplementary)
                  for c, tests, kind in mapped]
@@ -181,7 +183,8 @@ def _build_project(manifest: Manifest, settings: Settings, backend: str, include
         if rigor:
             say("deriving pass+ inputs from the recorded calls")
             tasks, inputs = project_inputs(tasks, recorded, runner.observe, task_bodies, jobs, on_event,
-                                           manifest.name, env.checkout.path)
+                                           manifest.name, env.checkout.path,
+                                           {tid: v.explored for tid, v in verdicts.items() if v.explored})
             lap("pass+")
     say("time by stage: " + ", ".join(f"{k} {v:.1f}s" for k, v in lap.seconds.items()))
     report = _report(manifest, env, backend, include_weak, selection, covmap, tasks, verdicts, started,
@@ -336,15 +339,16 @@ def _map_all(manifest: Manifest, candidates: list[Candidate], covmap: CoverageMa
 
 
 def _verify_all(manifest: Manifest, env: LocalEnv, runner: TestRunner, mapped: list[tuple[Candidate, list[str]]],
-                jobs: int, kept: _Kept, on_event: Listener, recorded: dict[str, list[dict]] | None = None
+                jobs: int, kept: _Kept, on_event: Listener, recorded: dict[str, Recording] | None = None
                 ) -> dict[str, Verification]:
     """Every task's verdict: the shared runs of the original first, then the tasks, `jobs` at a time.
-    `recorded`: per task id, the obs of the original's recorded calls (the trivial bodies' `empty` and
-    `constant` read their return values); without it they come from the signature alone."""
+    `recorded`: per task id, the original's recorded calls (the trivial bodies' `empty` and `constant` read
+    their return values; without them they come from the signature alone). A task with calls explores them
+    for pass+ at the end of its own runs of the original (`Verification.explored`)."""
     from coderun.runner.splice import blank_body
 
     say = _say(manifest, on_event)
-    specs = [(c, _spec(manifest, c, tests, (recorded or {}).get(_tid(manifest, c), []))) for c, tests in mapped]
+    specs = [(c, _spec(manifest, c, tests, (recorded or {}).get(_tid(manifest, c)))) for c, tests in mapped]
     shared = {conf: _shared_runs(manifest, runner, {n for _, tests in mapped for n in tests}, kept, say, conf,
                                  jobs) for conf in configuration_names(manifest)}
     out: dict[str, Verification] = {}
@@ -361,7 +365,7 @@ def _verify_all(manifest: Manifest, env: LocalEnv, runner: TestRunner, mapped: l
             "build with the same inputs; verifying the rest")
     sources = {spec.file: (env.checkout.path / spec.file).read_text(encoding="utf-8") for spec in todo if spec.tests}
 
-    originals = OriginalRuns(runner)
+    originals = OriginalRuns(runner, getattr(runner, "explore_original", None))
 
     def one(spec: TaskTests) -> Verification:
         return verify_task(spec, runner, sources.get(spec.file, ""),
@@ -376,12 +380,15 @@ def _verify_all(manifest: Manifest, env: LocalEnv, runner: TestRunner, mapped: l
     return out
 
 
-def _spec(manifest: Manifest, c: Candidate, tests: list[str], recorded: list[dict]) -> TaskTests:
-    """What verification needs of one task: its tests and the trivial bodies to try (`raise` aside)."""
-    fn = c.function
-    bodies = bodies_for(fn.signature, fn.class_name, fn.decorators, recorded)
-    return TaskTests(_tid(manifest, c), fn.file, fn.qualname, fn.lineno, tuple(tests),
-                     tuple(b for b in bodies if b[0] != RAISE))
+def _spec(manifest: Manifest, c: Candidate, tests: list[str], recording: Recording | None) -> TaskTests:
+    """What verification needs of one task: its tests, the trivial bodies to try (`raise` aside) and, with
+    recorded calls, pass+'s exploring step (the payload plus/derive would send)."""
+    fn, tid = c.function, _tid(manifest, c)
+    calls = recording.calls if recording else []
+    bodies = bodies_for(fn.signature, fn.class_name, fn.decorators, [call.obs for call in calls])
+    explore = explore_payload(tid, fn, [call.input for call in calls]) if calls else None
+    return TaskTests(tid, fn.file, fn.qualname, fn.lineno, tuple(tests), tuple(b for b in bodies if b[0] != RAISE),
+                     explore)
 
 
 def _candidate_target(c: Candidate) -> dict[str, object]:

@@ -19,6 +19,7 @@ from coderun.config import Settings
 from coderun.envs.local import LocalEnv
 from coderun.errors import SandboxError, TaskError
 from coderun.manifests.schema import Manifest
+from coderun.plus.inputs import EXPLORE_BUDGET
 from coderun.records import Evidence
 from coderun.tasks.coverage_map import test_file
 
@@ -68,8 +69,11 @@ def sandbox_tests(manifest: Manifest, settings: Settings, backend: str, env: Loc
     seen: dict[str, float] = {}
 
     def evidence(relfile: str | None, new_source: str | None, nodeids: list[str], *, first_failure: bool = False,
-                 configuration: str = "", differential: str | None = None, extra_time: float = 0.0):
+                 configuration: str = "", differential: str | None = None, extra_time: float = 0.0,
+                 verifying: bool = False):
         original = new_source is None
+        # `verifying`: an own run of the original that also explores for pass+ is verification's all the same
+        pass_plus = differential is not None and not verifying
         # Every run writes one file: with nothing to change, write a test file back unchanged.
         relfile = relfile or test_file(nodeids[0])
         if new_source is None:
@@ -78,9 +82,8 @@ def sandbox_tests(manifest: Manifest, settings: Settings, backend: str, env: Loc
         per_test, total = project.limits(recorded)
         if first_failure:
             per_test, total = stub_test_limit(recorded, per_test), min(total, stub_run_limit(recorded))
-        with lock:
-            # Verification runs are run-N.log; the pass+ runs (exploring, confirming) pass-plus-N.log.
-            log = logs / f"{'pass-plus' if differential else 'run'}-{next(counter):05d}.log"
+        with lock:  # verification's runs are run-N.log, pass+'s (exploring, confirming) pass-plus-N.log
+            log = logs / f"{'pass-plus' if pass_plus else 'run'}-{next(counter):05d}.log"
         ev = project.run(pool, relfile=relfile, new_source=new_source, nodeids=nodeids,
                          limits=(per_test, total + extra_time), log_path=log, configuration=configuration,
                          pytest_args=["-x"] if first_failure else [], differential=differential,
@@ -88,19 +91,11 @@ def sandbox_tests(manifest: Manifest, settings: Settings, backend: str, env: Loc
                          sample=not original,  # a test file written back is not a sample's file
                          # Only coderun's own bodies run here. The original's own runs keep the test-code
                          # checks: a test dependency that changes test code would fail every sample there.
-                         trusted=not original or differential is not None)
-        if ev.infra_error:
-            raise SandboxError(f"{manifest.name}: the sandbox failed while verifying tasks: {ev.infra_error}",
-                               hint=f"see {log}; the decisions made so far are kept, run the build again")
-        if original and not differential:
+                         trusted=not original or pass_plus)
+        _raise_if_unusable(manifest, ev, log)
+        if original and not pass_plus:
             with lock:
                 seen.update({t.nodeid: max(seen.get(t.nodeid, 0.0), t.duration) for t in ev.outcomes})
-        machinery = ev.machinery()
-        if machinery:  # evaluation would grade every sample of this run as tampering: say so now
-            raise TaskError(f"{manifest.name}: running the project's own code trips coderun's tampering check "
-                            f"({'; '.join(f.detail for f in machinery)}); every sample would fail as tampering",
-                            hint=f"see {ev.log_path}; this is the environment (a test dependency hooking pytest "
-                                 "the way a sample would), so please report it with the log")
         return ev
 
     with WorkerPool(backend, {manifest.name: project.spec}, jobs) as pool:
@@ -108,6 +103,20 @@ def sandbox_tests(manifest: Manifest, settings: Settings, backend: str, env: Loc
             yield SandboxTests(evidence)
         finally:
             notes.extend(pool.notes)
+
+
+def _raise_if_unusable(manifest: Manifest, ev: Evidence, log: Path) -> None:
+    """A run the build cannot go on from: the sandbox failed, or the project's own code trips the tampering
+    check (evaluation would grade every sample of such a run as tampering: say so now)."""
+    if ev.infra_error:
+        raise SandboxError(f"{manifest.name}: the sandbox failed while verifying tasks: {ev.infra_error}",
+                           hint=f"see {log}; the decisions made so far are kept, run the build again")
+    machinery = ev.machinery()
+    if machinery:
+        raise TaskError(f"{manifest.name}: running the project's own code trips coderun's tampering check "
+                        f"({'; '.join(f.detail for f in machinery)}); every sample would fail as tampering",
+                        hint=f"see {ev.log_path}; this is the environment (a test dependency hooking pytest "
+                             "the way a sample would), so please report it with the log")
 
 
 @dataclass(frozen=True)
@@ -128,4 +137,12 @@ class SandboxTests:
         relfile, text = source or (None, None)
         ev = self.evidence(relfile, text, nodeids, configuration=configuration, differential=differential,
                            extra_time=budget)
+        return {t.nodeid: t.outcome for t in ev.outcomes}, ev.differential
+
+    def explore_original(self, nodeids: list[str], payload: str, configuration: str = ""
+                         ) -> tuple[dict[str, str], dict | None]:
+        """Verification's own run of the original on a task's tests, ending with pass+'s exploring step
+        (tasks/verify: OriginalRuns): the same run `observe` would make for pass+ later, made once."""
+        ev = self.evidence(None, None, nodeids, configuration=configuration, differential=payload,
+                           extra_time=EXPLORE_BUDGET, verifying=True)
         return {t.nodeid: t.outcome for t in ev.outcomes}, ev.differential

@@ -28,7 +28,7 @@ import json
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from coderun.errors import TaskError
@@ -62,6 +62,9 @@ class TaskTests:
     tests: tuple[str, ...]
     # The trivial bodies (name, statement) tried once `raise` is caught: tasks/trivial's, `raise` aside.
     trivial: tuple[tuple[str, str], ...] = ((NONE, "return None"),)
+    # The differential step's payload exploring the original (pass+, plus/derive), made at the end of the
+    # task's own runs of the original: the last one is the run pass+ needs, on the tests the task keeps.
+    explore: str | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,9 @@ class Verification:
     configurations: tuple[tuple[str, tuple[str, ...]], ...] = ()
     # The trivial bodies (names, of TaskTests.trivial) with which every configuration's tests pass.
     trivial_passes: tuple[str, ...] = ()
+    # With TaskTests.explore: the run of the original on exactly `tests` that explored, (outcomes, record);
+    # None when another task's run of the same tests was shared, or when resumed. Not kept with the decision.
+    explored: tuple[dict[str, str], dict | None] | None = field(default=None, compare=False)
 
     @property
     def pass_stub_passes(self) -> bool:
@@ -132,18 +138,25 @@ def unstable_tests(runner: TestRunner, nodeids: Iterable[str], runs: int, config
     return failed_any, failed_all
 
 
+# (node ids, the differential payload, configuration) -> (outcomes, the step's record): a run of the original
+# that ends with the differential step (tasks/sandbox_runs: SandboxTests.explore_original)
+Explorer = Callable[[list[str], str, str], "tuple[dict[str, str], dict | None]"]
+
+
 class OriginalRuns:
     """The runs of the original on a task's own tests, made once for every task that asks for the very same
     tests in the same order and configuration (a file's functions that one test class exercises): the same
     run of the same code, so its outcome is theirs too. Safe across threads: a task asking while the run is
-    under way waits for it."""
+    under way waits for it. With an `explorer`, the run a task makes itself (default configuration) ends with
+    its `explore` step, kept for it (`explored`)."""
 
-    def __init__(self, runner: TestRunner) -> None:
-        self._runner = runner
+    def __init__(self, runner: TestRunner, explorer: Explorer | None = None) -> None:
+        self._runner, self._explorer = runner, explorer
         self._lock = threading.Lock()
         self._runs: dict[tuple[str, tuple[str, ...]], Future] = {}
+        self._explored: dict[str, tuple[tuple[str, ...], tuple[dict[str, str], dict | None]]] = {}
 
-    def __call__(self, file: str, tests: Sequence[str], configuration: str) -> dict[str, str]:
+    def __call__(self, task: TaskTests, tests: Sequence[str], configuration: str) -> dict[str, str]:
         key = (configuration, tuple(tests))
         with self._lock:
             run = self._runs.get(key)
@@ -152,11 +165,24 @@ class OriginalRuns:
                 run = self._runs[key] = Future()
         if mine:
             try:
-                run.set_result(self._runner(file, None, list(tests), configuration=configuration))
+                run.set_result(self._run(task, tuple(tests), configuration))
             except BaseException as e:
                 run.set_exception(e)
                 raise
         return run.result()
+
+    def _run(self, task: TaskTests, tests: tuple[str, ...], configuration: str) -> dict[str, str]:
+        if self._explorer is None or not task.explore or configuration:
+            return self._runner(task.file, None, list(tests), configuration=configuration)
+        outcomes, record = self._explorer(list(tests), task.explore, configuration)
+        with self._lock:
+            self._explored[task.task_id] = (tests, (outcomes, record))
+        return outcomes
+
+    def explored(self, task: TaskTests, tests: Sequence[str]) -> tuple[dict[str, str], dict | None] | None:
+        """The task's own exploring run, when it ran exactly `tests` (the tests it keeps)."""
+        ran = self._explored.get(task.task_id)
+        return ran[1] if ran is not None and ran[0] == tuple(tests) else None
 
 
 def verify_task(task: TaskTests, runner: TestRunner, original_file: str,
@@ -194,9 +220,10 @@ def verify_task(task: TaskTests, runner: TestRunner, original_file: str,
     if not failed:
         return Verification(task.task_id, TaskStatus.WEAK, kept, dropped, (),
                             f"the tests pass with the body replaced by `{RAISE_STATEMENT}`"
-                            + _in_every(runs), configurations)
+                            + _in_every(runs), configurations, explored=originals.explored(task, runs.get("", ())))
     passes = tuple(name for name, source in trivial if not _stub_failures(task, runner, source, runs))
-    return Verification(task.task_id, TaskStatus.VERIFIED, kept, dropped, failed, "", configurations, passes)
+    return Verification(task.task_id, TaskStatus.VERIFIED, kept, dropped, failed, "", configurations, passes,
+                        originals.explored(task, runs.get("", ())))
 
 
 def _originals(task: TaskTests, runner: OriginalRuns, shared: dict[str, Shared]
@@ -206,7 +233,7 @@ def _originals(task: TaskTests, runner: OriginalRuns, shared: dict[str, Shared]
     per_conf: dict[str, tuple[str, ...]] = {}
     flaky: set[str] = set()
     for conf, s in shared.items():
-        own = runner(task.file, task.tests, conf)
+        own = runner(task, task.tests, conf)
         failed = {n for n in task.tests if own.get(n) != "passed"}
         always = failed & s.always_failed
         flaky |= {n for n in task.tests if (n in failed or n in s.flaky) and n not in always}
@@ -224,7 +251,7 @@ def _settle(task: TaskTests, runner: OriginalRuns, per_conf: dict[str, tuple[str
         moved = {c: t for c, t in left.items() if t and t != task.tests}
         failed = set()
         for conf, tests in moved.items():
-            out = runner(task.file, tests, conf)
+            out = runner(task, tests, conf)
             failed |= {n for n in tests if out.get(n) != "passed"}
         per_conf = left
         if not failed:
