@@ -276,10 +276,10 @@ def write_log(run: SampleRun, evidence: Evidence, result: ExecResult | None, rec
         return
     lines = [f"# coderun test log, {time.strftime('%Y-%m-%d %H:%M:%S')}",
              f"# file: {run.relfile}", f"# tests: {' '.join(run.nodeids)}"]
-    if run.trusted:
+    if not run.sample:  # trusted when pass+'s calls end the run
+        lines.append("# body: the project's own text" + (" (no test-code snapshot)" if run.trusted else ""))
+    elif run.trusted:
         lines.append("# body: coderun's own (no test-code snapshot)")
-    elif not run.sample:
-        lines.append("# body: the project's own text")
     if note:
         lines.append(f"# {note}")
     if result is not None:

@@ -89,9 +89,11 @@ def sandbox_tests(manifest: Manifest, settings: Settings, backend: str, env: Loc
                          pytest_args=["-x"] if first_failure else [], differential=differential,
                          template=False,  # no two runs alike: a template would not pay off
                          sample=not original,  # a test file written back is not a sample's file
-                         # Only coderun's own bodies run here. The original's own runs keep the test-code
-                         # checks: a test dependency that changes test code would fail every sample there.
-                         trusted=not original or pass_plus)
+                         # Only coderun's own bodies, and runs that end with a differential step (pass+'s
+                         # calls, which may touch what the tests hold), skip the test-code checks. The other
+                         # runs of the original keep them (the shared runs take every mapped test): a test
+                         # dependency that changes test code would fail every sample there.
+                         trusted=not original or differential is not None)
         _raise_if_unusable(manifest, ev, log)
         if original and not pass_plus:
             with lock:
