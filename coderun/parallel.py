@@ -66,16 +66,19 @@ SLOTS_VARIABLE = "CODERUN_JOB_SLOTS"
 
 class JobSlots:
     """The machine's cores shared by several builds side by side (tasks/side_by_side), as make's jobserver
-    shares them: a folder of one lock file per core (CODERUN_JOB_SLOTS), and a task runs while its build
-    holds one's lock. A build in a stage that uses one core holds none, so the other builds use the cores
-    it leaves; a process that dies gives its slots back with its file descriptors. Without the variable
-    there is no limit but `jobs`.
+    shares them: a folder of one lock file per core (CODERUN_JOB_SLOTS), a core held by holding its file's
+    lock. Each build holds one for its whole life (`hold_own`, make's implicit token): its one-core stages
+    and its first task run on it. Each further task it runs at once holds another, so a build left alone
+    (at the end) or beside one that is starting uses the cores the others leave, and no build's one-core
+    stage is slowed by another's tasks. A process that dies gives its cores back with its file
+    descriptors. Without the variable there is no limit but `jobs`.
 
-    Fair by waiting: a build with nothing running takes a free slot at once, one with tasks running takes
-    another only when it has stayed free for a while, so a build waiting for its first is not outrun."""
+    Fair by waiting: a build takes a further core only when it has stayed free for a while, so a build
+    starting (waiting for its own) is not outrun."""
 
     POLL_SECONDS = 0.05
     SPARE_SECONDS = 0.3   # how long a slot stays free before a build that holds one takes another
+    _own: int | None = None   # this process's own slot (hold_own), kept until it exits
 
     def __init__(self, folder: str | None) -> None:
         self.files = sorted(Path(folder).glob("slot-*")) if folder else []
@@ -86,6 +89,21 @@ class JobSlots:
     def shared(cls) -> JobSlots:
         return cls(os.environ.get(SLOTS_VARIABLE))
 
+    @classmethod
+    def hold_own(cls, on_wait: Callable[[], None] = lambda: None) -> None:
+        """Wait until this process holds a slot of its own (nothing to wait for without shared slots);
+        `on_wait` is called once if it has to wait."""
+        slots = cls.shared()
+        if not slots.files or JobSlots._own is not None:
+            return
+        fd = slots._try_lock()
+        if fd is None:
+            on_wait()
+        while fd is None:
+            time.sleep(cls.POLL_SECONDS)
+            fd = slots._try_lock()
+        JobSlots._own = fd
+
     @staticmethod
     def create(folder: Path, n: int) -> None:
         folder.mkdir(parents=True, exist_ok=True)
@@ -93,8 +111,9 @@ class JobSlots:
             (folder / f"slot-{i}").touch()
 
     def take(self, running: int) -> bool:
-        """Whether another task may start now (holding a slot for it when slots are shared)."""
-        if not self.files:
+        """Whether another task may start now (holding a slot for it when slots are shared; the first on
+        the process's own)."""
+        if not self.files or (running == 0 and JobSlots._own is not None):
             return True
         now = time.monotonic()
         fd = self._try_lock()

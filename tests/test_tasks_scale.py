@@ -225,6 +225,38 @@ def test_builds_side_by_side_share_the_cores(tmp_path):
     assert JobSlots(str(tmp_path)).take(0)   # the dead process's core is free
 
 
+def test_a_build_holds_a_core_of_its_own_and_takes_more_when_they_are_free(tmp_path, monkeypatch):
+    """make's implicit token: a build holds one core all its life (its one-core stages, then its first task,
+    run on it: another build's tasks cannot slow them); each further task takes a free core. A build that
+    starts while every core is held waits, and says so."""
+    JobSlots.create(tmp_path, 2)
+    monkeypatch.setenv(SLOTS_VARIABLE, str(tmp_path))
+    monkeypatch.setattr(JobSlots, "_own", None)
+    other = JobSlots(str(tmp_path))
+    assert other.take(0)                      # another build's task on the second core
+    waits: list[str] = []
+    JobSlots.hold_own(lambda: waits.append("waiting"))
+    assert JobSlots._own is not None and waits == []
+    mine = JobSlots.shared()
+    assert mine.take(0) and not mine.held     # the first task runs on the build's own core
+    assert not mine.take(1)                   # no other is free
+    other.give()
+    assert not mine.take(1)                   # free just now: a build starting may want it
+    time.sleep(JobSlots.SPARE_SECONDS + 0.1)
+    assert mine.take(1) and len(mine.held) == 1
+    mine.give_all()
+    os.close(JobSlots._own)
+    monkeypatch.setattr(JobSlots, "_own", None)
+
+    a, b = JobSlots(str(tmp_path)), JobSlots(str(tmp_path))
+    assert a.take(0) and b.take(0)            # every core held: a build starting waits for one
+    threading.Timer(0.3, a.give).start()
+    JobSlots.hold_own(lambda: waits.append("waiting"))
+    assert waits == ["waiting"] and JobSlots._own is not None
+    os.close(JobSlots._own)
+    b.give()
+
+
 def test_parallel_waits_for_a_core_another_build_holds(tmp_path, monkeypatch):
     """With every shared core held by another build, no task starts; each starts as a core comes free."""
     JobSlots.create(tmp_path, 1)

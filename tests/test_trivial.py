@@ -22,6 +22,7 @@ from coderun.manifests.schema import load_manifest
 from coderun.records import TaskStatus
 from coderun.runner.splice import blank_body
 from coderun.tasks import build_tasks, load_tasks
+from coderun.tasks.sandbox_runs import stub_run_limit
 from coderun.tasks.trivial import (
     RAISE,
     annotation_type,
@@ -262,6 +263,17 @@ def test_drain_counts_every_entry():
     assert count == 3 and items == []
 ''',
 }
+
+
+def test_a_body_that_hangs_before_any_test_is_stopped_at_a_limit_from_the_originals_run():
+    """zope.interface's trivial body that loops in its C3 merge at import sat out 66.8 s (60 s over five times
+    its tests' times) at the very end of the whole build: the tests' own times leave out the import and
+    collection the original's run of the same tests paid. With that run's time the limit follows it, and is
+    never longer than without."""
+    tests = [0.01, 0.02]
+    assert stub_run_limit(tests) == pytest.approx(60.15)
+    assert stub_run_limit(tests, original_run=1.2) == pytest.approx(16.0)
+    assert stub_run_limit(tests, original_run=40.0) == pytest.approx(60.15)
 
 
 @pytest.mark.slow

@@ -26,7 +26,7 @@ from coderun.envs.local import LocalEnv, build_local_env, find_local_env, load_b
 from coderun.errors import CoderunError, EnvironmentBuildError, SourceError, TaskError
 from coderun.events import Listener, Note, silent
 from coderun.manifests.schema import Manifest, supplementary_files
-from coderun.parallel import Tally, parallel
+from coderun.parallel import JobSlots, Tally, parallel
 from coderun.plus.derive import project_inputs, record
 from coderun.plus.inputs import explore_payload
 from coderun.plus.record import Recording
@@ -142,6 +142,7 @@ def _build_project(manifest: Manifest, settings: Settings, backend: str, include
     started = time.monotonic()
     jobs = max(1, jobs or default_jobs())
     say = _say(manifest, on_event)
+    JobSlots.hold_own(lambda: say("waiting for a core the builds beside this one hold"))
     lap = _Laps()
     env = find_local_env(manifest, settings) or build_local_env(manifest, settings, on_event=on_event)
     lap("environment")

@@ -23,8 +23,9 @@ from coderun.plus.inputs import EXPLORE_BUDGET
 from coderun.records import Evidence
 from coderun.tasks.coverage_map import test_file
 
-# Whole-run limit of a run with a stubbed body, over five times its tests' baseline time (see stub_run_limit).
-STUB_RUN_SECONDS = 60.0
+# Whole-run limit of a run with a stubbed body, over five times its tests' baseline time (see stub_run_limit);
+# with a run of the original on the very same tests to go by, over five times that run's time.
+STUB_RUN_SECONDS, STUB_RUN_FLOOR = 60.0, 10.0
 # Per-test limit of a stubbed body's run: this many times the slowest test's baseline time, at least the floor.
 STUB_TEST_FACTOR, STUB_TEST_FLOOR = 5.0, 0.5
 
@@ -34,11 +35,14 @@ def configuration_names(manifest: Manifest) -> list[str]:
     return [c.name for c in manifest.tests.configurations] or [""]
 
 
-def stub_run_limit(durations: list[float]) -> float:
+def stub_run_limit(durations: list[float], original_run: float | None = None) -> float:
     """The whole-run limit of a stubbed body's run. A stub can loop forever where no test's own limit
     reaches (a `pass` body in a loop run at import, e.g. zope's C3 merge); a timeout only counts as the
-    stub being caught, so a limit this much over the original's time costs nothing but that wait."""
-    return STUB_RUN_SECONDS + 5 * sum(durations)
+    stub being caught, so a limit this much over the original's time costs nothing but that wait.
+    `original_run`: how long the original's run of these very tests took, import and collection included
+    (the tests' own times leave them out): the limit is then that much shorter, never longer."""
+    limit = STUB_RUN_SECONDS + 5 * sum(durations)
+    return limit if original_run is None else min(limit, STUB_RUN_FLOOR + 5 * original_run)
 
 
 def stub_test_limit(durations: list[float], per_test: float) -> float:
@@ -65,8 +69,9 @@ def sandbox_tests(manifest: Manifest, settings: Settings, backend: str, env: Loc
     tree = project.tree
 
     # Each test's longest time in a run of the original on the task's own tests: the first test of a subset
-    # pays for module fixtures that another test paid for in the baseline.
+    # pays for module fixtures that another test paid for in the baseline. And each such run's whole time.
     seen: dict[str, float] = {}
+    whole: dict[tuple[str, tuple[str, ...]], float] = {}
 
     def evidence(relfile: str | None, new_source: str | None, nodeids: list[str], *, first_failure: bool = False,
                  configuration: str = "", differential: str | None = None, extra_time: float = 0.0,
@@ -81,7 +86,8 @@ def sandbox_tests(manifest: Manifest, settings: Settings, backend: str, env: Loc
         recorded = [max(durations.get(n, 1.0), seen.get(n, 0.0)) for n in nodeids]
         per_test, total = project.limits(recorded)
         if first_failure:
-            per_test, total = stub_test_limit(recorded, per_test), min(total, stub_run_limit(recorded))
+            per_test = stub_test_limit(recorded, per_test)
+            total = min(total, stub_run_limit(recorded, whole.get((configuration, tuple(nodeids)))))
         with lock:  # verification's runs are run-N.log, pass+'s (exploring, confirming) pass-plus-N.log
             log = logs / f"{'pass-plus' if pass_plus else 'run'}-{next(counter):05d}.log"
         ev = project.run(pool, relfile=relfile, new_source=new_source, nodeids=nodeids,
@@ -98,6 +104,8 @@ def sandbox_tests(manifest: Manifest, settings: Settings, backend: str, env: Loc
         if original and not pass_plus:
             with lock:
                 seen.update({t.nodeid: max(seen.get(t.nodeid, 0.0), t.duration) for t in ev.outcomes})
+                whole[(configuration, tuple(nodeids))] = max(whole.get((configuration, tuple(nodeids)), 0.0),
+                                                             ev.duration)
         return ev
 
     with WorkerPool(backend, {manifest.name: project.spec}, jobs) as pool:

@@ -4,8 +4,8 @@ A project's build spends about half its time in stages that use one core: instal
 baseline and coverage runs of its suite, the recording runs (over the benchmark on 2 cores: 950 of 2050 s).
 Built one after another with `-j` = cores, the other cores wait through those stages; two builds side by
 side keep them busy. The cores are shared, as make's jobserver shares them (parallel.JobSlots): each build
-may verify up to `-j` tasks at once, one per core it holds, and holds none in a one-core stage, so a build
-left alone at the end, or beside one that installs, has the cores the other does not use. A process per build, not a thread: a build's Ctrl-C
+holds one core all its life, for its one-core stages and its first task, and verifies up to `-j` tasks at
+once with the cores no other build holds, so the build left alone at the end has them all. A process per build, not a thread: a build's Ctrl-C
 handling, its analyzer's caches and its progress belong to it, and a child that fails leaves the others
 alone. Each child's whole output goes to its log (`runs/tasks/<project>.log`); its report is the one its
 build stored.
