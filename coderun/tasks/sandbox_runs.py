@@ -85,9 +85,9 @@ def sandbox_tests(manifest: Manifest, settings: Settings, backend: str, env: Loc
             new_source = (tree / relfile).read_text(encoding="utf-8")
         recorded = [max(durations.get(n, 1.0), seen.get(n, 0.0)) for n in nodeids]
         per_test, total = project.limits(recorded)
+        key = (configuration, tuple(nodeids))
         if first_failure:
-            per_test = stub_test_limit(recorded, per_test)
-            total = min(total, stub_run_limit(recorded, whole.get((configuration, tuple(nodeids)))))
+            per_test, total = stub_test_limit(recorded, per_test), min(total, stub_run_limit(recorded, whole.get(key)))
         with lock:  # verification's runs are run-N.log, pass+'s (exploring, confirming) pass-plus-N.log
             log = logs / f"{'pass-plus' if pass_plus else 'run'}-{next(counter):05d}.log"
         ev = project.run(pool, relfile=relfile, new_source=new_source, nodeids=nodeids,
@@ -104,8 +104,7 @@ def sandbox_tests(manifest: Manifest, settings: Settings, backend: str, env: Loc
         if original and not pass_plus:
             with lock:
                 seen.update({t.nodeid: max(seen.get(t.nodeid, 0.0), t.duration) for t in ev.outcomes})
-                whole[(configuration, tuple(nodeids))] = max(whole.get((configuration, tuple(nodeids)), 0.0),
-                                                             ev.duration)
+                whole[key] = max(whole.get(key, 0.0), ev.duration)
         return ev
 
     with WorkerPool(backend, {manifest.name: project.spec}, jobs) as pool:
@@ -144,15 +143,17 @@ class SandboxTests:
     def observe(self, nodeids: list[str], differential: str, budget: float, configuration: str = "",
                 source: tuple[str, str] | None = None) -> tuple[dict[str, str], dict | None]:
         """`source`: (file, text) replacing the original's file (a trivial body), else the pristine tree."""
-        relfile, text = source or (None, None)
-        ev = self.evidence(relfile, text, nodeids, configuration=configuration, differential=differential,
-                           extra_time=budget)
-        return {t.nodeid: t.outcome for t in ev.outcomes}, ev.differential
+        return self._with_step(nodeids, differential, budget, configuration, source)
 
     def explore_original(self, nodeids: list[str], payload: str, configuration: str = ""
                          ) -> tuple[dict[str, str], dict | None]:
         """Verification's own run of the original on a task's tests, ending with pass+'s exploring step
         (tasks/verify: OriginalRuns): the same run `observe` would make for pass+ later, made once."""
-        ev = self.evidence(None, None, nodeids, configuration=configuration, differential=payload,
-                           extra_time=EXPLORE_BUDGET, verifying=True)
+        return self._with_step(nodeids, payload, EXPLORE_BUDGET, configuration, None, verifying=True)
+
+    def _with_step(self, nodeids: list[str], differential: str, budget: float, configuration: str,
+                   source: tuple[str, str] | None, verifying: bool = False) -> tuple[dict[str, str], dict | None]:
+        relfile, text = source or (None, None)
+        ev = self.evidence(relfile, text, nodeids, configuration=configuration, differential=differential,
+                           extra_time=budget, verifying=verifying)
         return {t.nodeid: t.outcome for t in ev.outcomes}, ev.differential
