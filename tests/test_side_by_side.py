@@ -58,3 +58,33 @@ def test_a_failed_build_beside_others_is_named_with_its_log(tmp_path, monkeypatc
     assert f"geo: building its tasks (-j {default_jobs()}, sharing {default_jobs()} cores; log:" in out
     assert "runs/tasks/geo.log" in "".join(out.split())
     assert "calc" in {t.project for t in load_tasks(load_settings())}
+
+
+SLOW = {"slow/__init__.py": "", "slow/wait.py": "def twice(x):\n    doubled = x\n    doubled *= 2\n    result = doubled\n    return result\n",
+        "tests/test_wait.py": "import time\n\nfrom slow.wait import twice\n\n\ndef test_twice():\n"
+                              "    time.sleep(1.5)\n    assert twice(2) == 4\n    assert twice(3) == 6\n"}
+
+
+def test_more_projects_than_at_once_build_environments_first_then_longest_suite_first(tmp_path, monkeypatch):
+    # Three projects two at a time: every environment first, then the task builds, the slowest suite first (a
+    # build's length is known only once it ends; its suite's time is the sign of it known before), and a
+    # project whose environment fails is named with its own error and not built further.
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    broken = _manifest(tmp_path, "nodeps", ADD)
+    with open(broken, "a") as f:
+        f.write("install:\n  requirements: [coderun-no-such-package-anywhere==0.0.1]\n")
+    manifests = [_manifest(tmp_path, "calc", ADD), broken, _manifest(tmp_path, "geo", MUL),
+                 _manifest(tmp_path, "slow", SLOW)]
+    res = CliRunner().invoke(app, ["tasks", "build", *manifests, "--at-once", "2"])
+    out = " ".join(res.output.split())
+    assert res.exit_code != 0, out
+    assert "1 of 4 task builds failed: nodeps" in out, out
+    assert "task builds, longest test suite first: slow (2s), " in out, out
+    assert out.index("slow: building its tasks") < min(out.index("calc: building its tasks"),
+                                                        out.index("geo: building its tasks")), out
+    assert "nodeps: building its tasks" not in out
+    runs = load_settings().runs / "tasks"
+    for name in ("calc", "geo", "slow"):
+        assert "passed" in (runs / f"{name}.env.log").read_text() or (runs / f"{name}.env.json").read_text()
+        assert "verified" in (runs / f"{name}.log").read_text()
+    assert sorted(t.qualname for t in load_tasks(load_settings())) == ["add", "area", "twice"]

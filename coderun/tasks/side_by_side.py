@@ -33,6 +33,7 @@ from coderun.parallel import SLOTS_VARIABLE, JobSlots
 
 POLL_SECONDS = 0.5
 PROGRESS_EVERY_SECONDS = 60.0
+SHOWN = 5   # projects named in the order of the task builds
 
 
 @dataclass(frozen=True)
@@ -62,24 +63,81 @@ def child_command(m: Manifest, opts: BuildOptions) -> list[str]:
             *([] if opts.rigor else ["--no-rigor"]), *(["--registry", opts.registry] if opts.registry else [])]
 
 
+def env_command(m: Manifest) -> list[str]:
+    """The `coderun env build` command line that builds `m`'s local environment (and baseline) alone."""
+    return [sys.executable, "-m", "coderun", "env", "build", str(m.origin or m.name), "--json"]
+
+
 def build_side_by_side(manifests: list[Manifest], settings: Settings, opts: BuildOptions, at_once: int, *,
                        on_event: Listener = silent) -> Iterator[tuple[Manifest, object]]:
     """(manifest, ProjectTaskReport or CoderunError) for each project as its build ends, `at_once` building
-    at a time in the order given. On Ctrl-C (which reaches the children too: each stops as a lone build
-    would, keeping its decisions) no new build starts and the ones under way are waited for."""
-    waiting, running = list(manifests), []
+    at a time. With more projects than that, every environment is built first, and the task builds start
+    longest test suite first (`longest_first`). On Ctrl-C (which reaches the children too: each stops as a
+    lone build would, keeping its decisions) no new build starts and the ones under way are waited for."""
     folder = settings.runs / "tasks"
     slots = folder / f".slots-{os.getpid()}"
     JobSlots.create(slots, opts.cores)
+    try:
+        order = list(manifests)
+        if len(manifests) > at_once:
+            suites: dict[str, float] = {}
+            for child in _each_ended([_Start(m, env_command(m), folder / f"{m.name}.env.log") for m in manifests],
+                                     at_once, on_event):
+                if child.proc.returncode != 0:
+                    order.remove(child.manifest)
+                    yield child.manifest, _failure(child, child.proc.returncode)
+                else:
+                    suites[child.manifest.name] = _suite_seconds(child.log.with_suffix(".json"))
+            order = longest_first(order, suites)
+            if len(order) > at_once:
+                named = ", ".join(f"{m.name} ({suites.get(m.name, 0):.0f}s)" for m in order[:SHOWN])
+                more = f" and {len(order) - SHOWN} more" if len(order) > SHOWN else ""
+                on_event(Note("", f"task builds, longest test suite first: {named}{more}"))
+        starts = [_Start(m, child_command(m, opts), folder / f"{m.name}.log",
+                         f"building its tasks (-j {opts.jobs}, sharing {opts.cores} cores; log: {{log}})")
+                  for m in order]
+        for child in _each_ended(starts, at_once, on_event, {SLOTS_VARIABLE: str(slots)}):
+            yield child.manifest, _outcome(child, settings, on_event)
+    finally:
+        shutil.rmtree(slots, ignore_errors=True)
+
+
+def longest_first(manifests: list[Manifest], suites: dict[str, float]) -> list[Manifest]:
+    """The projects in the order their task builds should start: longest baseline run of the test suite
+    first (the order given among equals). A task build's length is known only once it ends; its suite's time
+    is the best sign of it known before (the mapped tests run once per verification body), and starting the
+    longest ones first keeps the last build from running alone on a machine of idle cores (LPT scheduling)."""
+    return sorted(manifests, key=lambda m: -suites.get(m.name, 0.0))
+
+
+def _suite_seconds(out: Path) -> float:
+    """The baseline's test seconds from `coderun env build --json`'s output (0 when it cannot be read)."""
+    with contextlib.suppress(OSError, ValueError, LookupError, TypeError):
+        return float(json.loads(out.read_text(encoding="utf-8"))[0]["test_seconds"])
+    return 0.0
+
+
+@dataclass(frozen=True)
+class _Start:
+    manifest: Manifest
+    command: list[str]
+    log: Path                  # its stderr (and its stdout, unless it prints JSON: then log.json)
+    note: str = "building its environment (log: {log})"
+
+
+def _each_ended(starts: list[_Start], at_once: int, on_event: Listener,
+                env: dict[str, str] | None = None) -> Iterator[_Child]:
+    """Run the commands, `at_once` at a time in the order given; each child as it ends."""
+    waiting, running = list(starts), []
     last_progress = time.monotonic()
     try:
         while waiting or running:
             while waiting and len(running) < at_once:
-                running.append(_start(waiting.pop(0), folder, opts, slots, on_event))
+                running.append(_start(waiting.pop(0), env or {}, on_event))
             time.sleep(POLL_SECONDS)
             for child in [c for c in running if c.proc.poll() is not None]:
                 running.remove(child)
-                yield child.manifest, _outcome(child, settings, on_event)
+                yield child
             if running and time.monotonic() - last_progress >= PROGRESS_EVERY_SECONDS:
                 last_progress = time.monotonic()
                 _say_progress(running, len(waiting), on_event)
@@ -89,20 +147,18 @@ def build_side_by_side(manifests: list[Manifest], settings: Settings, opts: Buil
         for child in running:
             child.proc.wait()
         raise
-    finally:
-        shutil.rmtree(slots, ignore_errors=True)
 
 
-def _start(m: Manifest, folder: Path, opts: BuildOptions, slots: Path, on_event: Listener) -> _Child:
-    log = folder / f"{m.name}.log"
+def _start(start: _Start, env: dict[str, str], on_event: Listener) -> _Child:
+    log = start.log
     error_file(log).unlink(missing_ok=True)
-    with log.open("w") as out:
-        proc = subprocess.Popen(child_command(m, opts), stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL,
+    prints_json = "--json" in start.command
+    with log.open("w") as out, (log.with_suffix(".json").open("w") if prints_json else out) as stdout:
+        proc = subprocess.Popen(start.command, stdout=stdout, stderr=out, stdin=subprocess.DEVNULL,
                                 env={**os.environ, "COLUMNS": "120", ERROR_FILE_VARIABLE: str(error_file(log)),
-                                     SLOTS_VARIABLE: str(slots)})
-    on_event(Note(m.name, f"building its tasks (-j {opts.jobs}, sharing {opts.cores} cores; log: {log})"))
-    return _Child(m, proc, log, time.monotonic())
+                                     **env})
+    on_event(Note(start.manifest.name, start.note.format(log=log)))
+    return _Child(start.manifest, proc, log, time.monotonic())
 
 
 def _outcome(child: _Child, settings: Settings, on_event: Listener) -> object:
