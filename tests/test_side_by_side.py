@@ -12,6 +12,7 @@ from coderun.cli.main import app
 from coderun.config import load_settings
 from coderun.tasks import load_tasks
 from coderun.tasks.build import default_jobs
+from coderun.tasks.side_by_side import Queue
 from tests.helpers import write_tree
 
 pytestmark = pytest.mark.slow
@@ -65,10 +66,10 @@ SLOW = {"slow/__init__.py": "", "slow/wait.py": "def twice(x):\n    doubled = x\
                               "    time.sleep(1.5)\n    assert twice(2) == 4\n    assert twice(3) == 6\n"}
 
 
-def test_more_projects_than_at_once_build_environments_first_then_longest_suite_first(tmp_path, monkeypatch):
-    # Three projects two at a time: every environment first, then the task builds, the slowest suite first (a
-    # build's length is known only once it ends; its suite's time is the sign of it known before), and a
-    # project whose environment fails is named with its own error and not built further.
+def test_more_projects_than_at_once_build_their_environments_first(tmp_path, monkeypatch):
+    # Four projects two at a time: every environment first (its log beside the task build's), then the task
+    # builds, each start naming its suite's time; a project whose environment fails is named with its own
+    # error and not built further.
     monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
     broken = _manifest(tmp_path, "nodeps", ADD)
     with open(broken, "a") as f:
@@ -79,12 +80,28 @@ def test_more_projects_than_at_once_build_environments_first_then_longest_suite_
     out = " ".join(res.output.split())
     assert res.exit_code != 0, out
     assert "1 of 4 task builds failed: nodeps" in out, out
-    assert "task builds, longest test suite first: slow (2s), " in out, out
-    assert out.index("slow: building its tasks") < min(out.index("calc: building its tasks"),
-                                                        out.index("geo: building its tasks")), out
+    assert "error: nodeps: pip install failed" in out
     assert "nodeps: building its tasks" not in out
+    assert "slow: building its tasks (its suite 2s, the longest waiting; -j" in out, out
+    assert out.rindex("building its environment") < min(out.index(f"{p}: building its tasks")
+                                                         for p in ("calc", "geo", "slow"))
     runs = load_settings().runs / "tasks"
     for name in ("calc", "geo", "slow"):
-        assert "passed" in (runs / f"{name}.env.log").read_text() or (runs / f"{name}.env.json").read_text()
+        assert json.loads((runs / f"{name}.env.json").read_text())[0]["passed"] == 1
         assert "verified" in (runs / f"{name}.log").read_text()
     assert sorted(t.qualname for t in load_tasks(load_settings())) == ["add", "area", "twice"]
+
+
+def test_the_queue_starts_every_environment_then_the_longest_suite_built():
+    q = Queue(["a", "b", "c", "d"], envs_first=True)
+    assert [q.next() for _ in range(4)] == [("environment", n) for n in "abcd"]
+    assert q.next() is None and q.waiting() == 4          # nothing to start until an environment is built
+    q.built("b", 1.0)
+    q.built("c", None)                                     # failed: no task build
+    q.built("a", 5.0)
+    assert q.next() == ("tasks", "a") and q.waiting() == 2
+    q.built("d", 9.0)
+    assert [q.next(), q.next(), q.next()] == [("tasks", "d"), ("tasks", "b"), None]
+    assert q.waiting() == 0
+    alone = Queue(["x", "y"], envs_first=False)            # no more projects than at once: in the order given
+    assert [alone.next(), alone.next(), alone.next()] == [("tasks", "x"), ("tasks", "y"), None]

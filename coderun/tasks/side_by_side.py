@@ -5,10 +5,12 @@ baseline and coverage runs of its suite, the recording runs (over the benchmark 
 Built one after another with `-j` = cores, the other cores wait through those stages; two builds side by
 side keep them busy. The cores are shared, as make's jobserver shares them (parallel.JobSlots): each build
 holds one core all its life, for its one-core stages and its first task, and verifies up to `-j` tasks at
-once with the cores no other build holds, so the build left alone at the end has them all. A process per build, not a thread: a build's Ctrl-C
-handling, its analyzer's caches and its progress belong to it, and a child that fails leaves the others
-alone. Each child's whole output goes to its log (`runs/tasks/<project>.log`); its report is the one its
-build stored.
+once with the cores no other build holds, so the build left alone at the end has them all. With more
+projects than builds at once, the environments are built first and the task builds start longest test
+suite first (`Queue`), so that no long build starts last. A process per build, not a thread: a
+build's Ctrl-C handling, its analyzer's caches and its progress belong to it, and a child that fails leaves
+the others alone. Each child's whole output goes to its log (`runs/tasks/<project>.log`, the environment's
+`runs/tasks/<project>.env.log`); its report is the one its build stored.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from coderun.config import Settings
@@ -33,7 +35,6 @@ from coderun.parallel import SLOTS_VARIABLE, JobSlots
 
 POLL_SECONDS = 0.5
 PROGRESS_EVERY_SECONDS = 60.0
-SHOWN = 5   # projects named in the order of the task builds
 
 
 @dataclass(frozen=True)
@@ -71,43 +72,74 @@ def env_command(m: Manifest) -> list[str]:
 def build_side_by_side(manifests: list[Manifest], settings: Settings, opts: BuildOptions, at_once: int, *,
                        on_event: Listener = silent) -> Iterator[tuple[Manifest, object]]:
     """(manifest, ProjectTaskReport or CoderunError) for each project as its build ends, `at_once` building
-    at a time. With more projects than that, every environment is built first, and the task builds start
-    longest test suite first (`longest_first`). On Ctrl-C (which reaches the children too: each stops as a
-    lone build would, keeping its decisions) no new build starts and the ones under way are waited for."""
+    at a time. With more projects than that, the environments are built first and the task builds start
+    longest test suite first (`Queue`). On Ctrl-C (which reaches the children too: each stops as a lone
+    build would, keeping its decisions) no new build starts and the ones under way are waited for."""
     folder = settings.runs / "tasks"
     slots = folder / f".slots-{os.getpid()}"
     JobSlots.create(slots, opts.cores)
+    by_name = {m.name: m for m in manifests}
+    queue = Queue([m.name for m in manifests], envs_first=len(manifests) > at_once)
+
+    def next_start() -> _Start | None:
+        picked = queue.next()
+        if picked is None:
+            return None
+        stage, m = picked[0], by_name[picked[1]]
+        if stage == "environment":
+            return _Start(m, env_command(m), folder / f"{m.name}.env.log", "building its environment (log: {log})")
+        suite = f"its suite {queue.suites[m.name]:.0f}s, the longest waiting; " if m.name in queue.suites else ""
+        return _Start(m, child_command(m, opts), folder / f"{m.name}.log",
+                      f"building its tasks ({suite}-j {opts.jobs}, sharing {opts.cores} cores; log: {{log}})",
+                      {SLOTS_VARIABLE: str(slots)})
+
     try:
-        order = list(manifests)
-        if len(manifests) > at_once:
-            suites: dict[str, float] = {}
-            for child in _each_ended([_Start(m, env_command(m), folder / f"{m.name}.env.log") for m in manifests],
-                                     at_once, on_event):
-                if child.proc.returncode != 0:
-                    order.remove(child.manifest)
-                    yield child.manifest, _failure(child, child.proc.returncode)
-                else:
-                    suites[child.manifest.name] = _suite_seconds(child.log.with_suffix(".json"))
-            order = longest_first(order, suites)
-            if len(order) > at_once:
-                named = ", ".join(f"{m.name} ({suites.get(m.name, 0):.0f}s)" for m in order[:SHOWN])
-                more = f" and {len(order) - SHOWN} more" if len(order) > SHOWN else ""
-                on_event(Note("", f"task builds, longest test suite first: {named}{more}"))
-        starts = [_Start(m, child_command(m, opts), folder / f"{m.name}.log",
-                         f"building its tasks (-j {opts.jobs}, sharing {opts.cores} cores; log: {{log}})")
-                  for m in order]
-        for child in _each_ended(starts, at_once, on_event, {SLOTS_VARIABLE: str(slots)}):
-            yield child.manifest, _outcome(child, settings, on_event)
+        for child in _each_ended(next_start, queue.waiting, at_once, on_event):
+            code = child.proc.returncode
+            if child.log.name.endswith(".env.log"):
+                queue.built(child.manifest.name, _suite_seconds(child.log.with_suffix(".json")) if code == 0 else None)
+                if code != 0:
+                    yield child.manifest, _failure(child, code)
+            else:
+                yield child.manifest, _outcome(child, settings, on_event)
     finally:
         shutil.rmtree(slots, ignore_errors=True)
 
 
-def longest_first(manifests: list[Manifest], suites: dict[str, float]) -> list[Manifest]:
-    """The projects in the order their task builds should start: longest baseline run of the test suite
-    first (the order given among equals). A task build's length is known only once it ends; its suite's time
-    is the best sign of it known before (the mapped tests run once per verification body), and starting the
-    longest ones first keeps the last build from running alone on a machine of idle cores (LPT scheduling)."""
-    return sorted(manifests, key=lambda m: -suites.get(m.name, 0.0))
+class Queue:
+    """What to start next: every project's environment first (in the order given), then its task build,
+    longest baseline run of the test suite first among those whose environment is built. A task build's
+    length is known only once it ends; its suite's time is the best sign of it known before (the mapped tests
+    run once per verification body). Started in name order, the benchmark's longest build began 26th and
+    the last one ran alone beside an idle core; longest first (LPT scheduling) packs them. Without
+    `envs_first` (no more projects than builds at once), the task builds start at once in the order given."""
+
+    def __init__(self, names: list[str], envs_first: bool) -> None:
+        self.envs = list(names) if envs_first else []
+        self.ready = [] if envs_first else list(names)   # task builds whose environment is built
+        self.suites: dict[str, float] = {}
+        self._pending = len(self.envs)                   # environments not yet built
+
+    def next(self) -> tuple[str, str] | None:
+        """("environment" | "tasks", project) to start now, or None when nothing can start before a build
+        under way ends."""
+        if self.envs:
+            return "environment", self.envs.pop(0)
+        if not self.ready:
+            return None
+        name = max(self.ready, key=lambda n: self.suites.get(n, 0.0))   # the first of equals
+        self.ready.remove(name)
+        return "tasks", name
+
+    def built(self, name: str, suite_seconds: float | None) -> None:
+        """`name`'s environment is built (its suite took `suite_seconds`), or failed (None: no task build)."""
+        self._pending -= 1
+        if suite_seconds is not None:
+            self.suites[name] = suite_seconds
+            self.ready.append(name)
+
+    def waiting(self) -> int:
+        return len(self.envs) + len(self.ready) + self._pending
 
 
 def _suite_seconds(out: Path) -> float:
@@ -122,25 +154,28 @@ class _Start:
     manifest: Manifest
     command: list[str]
     log: Path                  # its stderr (and its stdout, unless it prints JSON: then log.json)
-    note: str = "building its environment (log: {log})"
+    note: str
+    env: dict[str, str] = field(default_factory=dict)
 
 
-def _each_ended(starts: list[_Start], at_once: int, on_event: Listener,
-                env: dict[str, str] | None = None) -> Iterator[_Child]:
-    """Run the commands, `at_once` at a time in the order given; each child as it ends."""
-    waiting, running = list(starts), []
+def _each_ended(next_start: Callable[[], _Start | None], waiting: Callable[[], int], at_once: int,
+                on_event: Listener) -> Iterator[_Child]:
+    """Start what `next_start` gives while fewer than `at_once` run; each child as it ends."""
+    running: list[_Child] = []
     last_progress = time.monotonic()
     try:
-        while waiting or running:
-            while waiting and len(running) < at_once:
-                running.append(_start(waiting.pop(0), env or {}, on_event))
+        while True:
+            while len(running) < at_once and (start := next_start()) is not None:
+                running.append(_start(start, on_event))
+            if not running:
+                return
             time.sleep(POLL_SECONDS)
             for child in [c for c in running if c.proc.poll() is not None]:
                 running.remove(child)
                 yield child
             if running and time.monotonic() - last_progress >= PROGRESS_EVERY_SECONDS:
                 last_progress = time.monotonic()
-                _say_progress(running, len(waiting), on_event)
+                _say_progress(running, waiting(), on_event)
     except KeyboardInterrupt:
         on_event(Note("", f"interrupted: waiting for the {len(running)} builds under way to stop (each keeps "
                           "its decisions; the same command resumes them)"))
@@ -149,14 +184,14 @@ def _each_ended(starts: list[_Start], at_once: int, on_event: Listener,
         raise
 
 
-def _start(start: _Start, env: dict[str, str], on_event: Listener) -> _Child:
+def _start(start: _Start, on_event: Listener) -> _Child:
     log = start.log
     error_file(log).unlink(missing_ok=True)
     prints_json = "--json" in start.command
     with log.open("w") as out, (log.with_suffix(".json").open("w") if prints_json else out) as stdout:
         proc = subprocess.Popen(start.command, stdout=stdout, stderr=out, stdin=subprocess.DEVNULL,
                                 env={**os.environ, "COLUMNS": "120", ERROR_FILE_VARIABLE: str(error_file(log)),
-                                     **env})
+                                     **start.env})
     on_event(Note(start.manifest.name, start.note.format(log=log)))
     return _Child(start.manifest, proc, log, time.monotonic())
 
