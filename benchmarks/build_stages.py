@@ -6,8 +6,10 @@
 Per project: the environment (venv and installs; the baseline run of the project's suite), from the env's
 env.json, then the task build's stages from its stored report (`stage_seconds`): analysis, coverage map (one
 coverage run of the suite), recording (the original's calls, for pass+), verification (the original three
-times, the stubbed and trivial bodies), pass+ (input derivation); the build's total includes the
-environment when the build made it. Projects whose stored build predates stage times show only the total.
+times, the stubbed and trivial bodies), pass+ (input derivation). The total is the environment's (install
+and baseline, from env.json) plus the task build's own time, whether the task build made the environment or
+`tasks build` of several projects built every environment first (its own `coderun env build`). Projects
+whose stored build predates stage times show only the total.
 Measurement, not product code.
 """
 
@@ -55,7 +57,9 @@ def rows(settings) -> list[list[str]]:
         if report is None:
             continue
         stages = report.get("stage_seconds", {})
-        cells = [*env_seconds(m, settings), *(stages.get(s) for s in STAGES), report["seconds"]]
+        install, baseline = env_seconds(m, settings)
+        total = report["seconds"] - stages.get("environment", 0.0) + (install or 0.0) + (baseline or 0.0)
+        cells = [install, baseline, *(stages.get(s) for s in STAGES), total]
         totals = [t + (c or 0.0) for t, c in zip(totals, cells, strict=True)]
         out.append([m.name, str(report["statuses"].get("verified", 0)), *map(fmt, cells)])
     verified = sum(int(r[1]) for r in out)
@@ -69,7 +73,8 @@ def main() -> None:
     ap.add_argument("--projects", type=Path, action="append", default=[], help="more manifest folders")
     args = ap.parse_args()
     body = rows(load_settings(args.projects))
-    print("seconds per stage (install and baseline from each environment's env.json; total: the task build's)")
+    print("seconds per stage (install and baseline from each environment's env.json; total: those and the task "
+          "build's stages)")
     print(render(HEAD, body, args.markdown))
 
 

@@ -94,6 +94,7 @@ def test_more_projects_than_at_once_build_their_environments_first(tmp_path, mon
 
 def test_the_queue_starts_every_environment_then_the_longest_suite_built():
     q = Queue(["a", "b", "c", "d"], envs_first=True)
+    assert q.waiting() == 4
     assert [q.next() for _ in range(4)] == [("environment", n) for n in "abcd"]
     assert q.next() is None and q.waiting() == 4          # nothing to start until an environment is built
     q.built("b", 1.0)

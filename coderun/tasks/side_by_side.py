@@ -139,7 +139,8 @@ class Queue:
             self.ready.append(name)
 
     def waiting(self) -> int:
-        return len(self.envs) + len(self.ready) + self._pending
+        """Projects whose task build has not started (their environment may be under way)."""
+        return len(self.ready) + self._pending
 
 
 def _suite_seconds(out: Path) -> float:
