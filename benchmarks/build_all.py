@@ -17,6 +17,11 @@ one the checkout ships), as a user would, with that command's own defaults (buil
 code has them); its wall time goes to HOME.total.json, and to HOME.jsonl each project's own build time as its
 stored report says (they overlap: their sum is more than the wall time).
 
+Both also record the CPU seconds (user + system) of the whole build's process tree (`cpu_seconds`, from
+getrusage of the finished children: processes left to init are missed) and print them as a share of the
+cores over the wall time: the work a build costs, apart from how it was packed on the cores and from the
+machine's speed, which differs between machines of the same size.
+
 `compare` reads two such homes: per project both wall times and their ratio, the verified tasks of each, and
 whether the verified sets, their mapped tests and their pass+ input counts are the same (read with
 `coderun tasks list --json --status all`, each home by its own code); then the totals over the projects both
@@ -29,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -58,14 +64,26 @@ def done_already(out: Path) -> dict[str, dict]:
     return {r["project"]: r for r in rows}
 
 
+def children_cpu() -> float:
+    """User + system CPU seconds of this process's finished children and all their descendants: what a build
+    cost the machine, apart from how its work was packed on the cores."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def busy(cpu: float, wall: float) -> str:
+    return f"{cpu / (wall * (os.cpu_count() or 1)):.0%}" if wall else "–"
+
+
 def build_one(project: str, home: Path, code: Path | None, jobs: int, logs: Path) -> dict:
     logs.mkdir(parents=True, exist_ok=True)
     load = os.getloadavg()[0]
-    start = time.monotonic()
+    start, cpu = time.monotonic(), children_cpu()
     with (logs / f"{project}.log").open("w") as log:
         rc = subprocess.run([sys.executable, "-m", "coderun", "tasks", "build", project, "-j", str(jobs)],
                             env=coderun_env(home, code), stdout=log, stderr=subprocess.STDOUT, check=False).returncode
     return {"project": project, "seconds": round(time.monotonic() - start, 1), "rc": rc,
+            "cpu_seconds": round(children_cpu() - cpu, 1),
             "load_before": round(load, 2), "load_after": round(os.getloadavg()[0], 2),
             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
@@ -84,10 +102,11 @@ def run(args) -> int:
         row = build_one(project, home, code, args.jobs, logs)
         with out.open("a") as f:
             f.write(json.dumps(row) + "\n")
-        print(f"[{i}/{len(projects)}] {project}: {row['seconds']:.1f} s, exit {row['rc']}, "
+        print(f"[{i}/{len(projects)}] {project}: {row['seconds']:.1f} s (CPU {row['cpu_seconds']:.1f} s), exit {row['rc']}, "
               f"load {row['load_before']:.1f} -> {row['load_after']:.1f}", flush=True)
     rows = done_already(out)
-    print(f"total {sum(r['seconds'] for r in rows.values()):.1f} s over {len(rows)} projects")
+    wall, cpu = sum(r["seconds"] for r in rows.values()), sum(r.get("cpu_seconds", 0.0) for r in rows.values())
+    print(f"total {wall:.1f} s over {len(rows)} projects; CPU {cpu:.0f} s ({busy(cpu, wall)} of the cores)")
     return 0
 
 
@@ -99,11 +118,12 @@ def whole(args) -> int:
     home.mkdir(parents=True, exist_ok=True)
     print(f"{len(projects)} projects in one command, home {home}, code {code or 'this checkout'}, "
           f"{os.cpu_count()} cores", flush=True)
-    load, start = os.getloadavg()[0], time.monotonic()
+    load, start, cpu = os.getloadavg()[0], time.monotonic(), children_cpu()
     with home.with_suffix(".log").open("w") as log:
         rc = subprocess.run([sys.executable, "-m", "coderun", "tasks", "build", *projects],
                             env=coderun_env(home, code), stdout=log, stderr=subprocess.STDOUT, check=False).returncode
     total = {"projects": projects, "seconds": round(time.monotonic() - start, 1), "rc": rc,
+             "cpu_seconds": round(children_cpu() - cpu, 1),
              "load_before": round(load, 2), "load_after": round(os.getloadavg()[0], 2)}
     home.with_suffix(".total.json").write_text(json.dumps(total, indent=1))
     reports = stored_reports(home, code)
@@ -111,7 +131,8 @@ def whole(args) -> int:
         for p in projects:
             out.write(json.dumps({"project": p, "seconds": reports.get(p, {}).get("seconds", 0.0), "rc": rc}) + "\n")
     print(f"wall {total['seconds']:.1f} s, exit {rc}, load {total['load_before']:.1f} -> {total['load_after']:.1f}; "
-          f"sum of the projects' own times {sum(r.get('seconds', 0.0) for r in reports.values()):.1f} s")
+          f"sum of the projects' own times {sum(r.get('seconds', 0.0) for r in reports.values()):.1f} s; "
+          f"CPU {total['cpu_seconds']:.0f} s ({busy(total['cpu_seconds'], total['seconds'])} of the cores)")
     return 0
 
 
