@@ -49,12 +49,30 @@ class BuildOptions:
     cores: int = 1   # shared by the builds under way: tasks verified at once over all of them (JobSlots)
 
 
+@dataclass(frozen=True)
+class _Start:
+    manifest: Manifest
+    stage: str                 # "environment" | "tasks"
+    command: list[str]
+    log: Path                  # its output (its stderr alone when `out` takes its stdout)
+    note: str
+    env: dict[str, str] = field(default_factory=dict)
+    out: Path | None = None    # its stdout, when that is JSON to read
+
+
 @dataclass
 class _Child:
-    manifest: Manifest
+    start: _Start
     proc: subprocess.Popen
-    log: Path
     started: float
+
+    @property
+    def manifest(self) -> Manifest:
+        return self.start.manifest
+
+    @property
+    def log(self) -> Path:
+        return self.start.log
 
 
 def child_command(m: Manifest, opts: BuildOptions) -> list[str]:
@@ -87,17 +105,18 @@ def build_side_by_side(manifests: list[Manifest], settings: Settings, opts: Buil
             return None
         stage, m = picked[0], by_name[picked[1]]
         if stage == "environment":
-            return _Start(m, env_command(m), folder / f"{m.name}.env.log", "building its environment (log: {log})")
+            return _Start(m, stage, env_command(m), folder / f"{m.name}.env.log",
+                          "building its environment (log: {log})", out=folder / f"{m.name}.env.json")
         suite = f"its suite {queue.suites[m.name]:.0f}s, the longest waiting; " if m.name in queue.suites else ""
-        return _Start(m, child_command(m, opts), folder / f"{m.name}.log",
+        return _Start(m, stage, child_command(m, opts), folder / f"{m.name}.log",
                       f"building its tasks ({suite}-j {opts.jobs}, sharing {opts.cores} cores; log: {{log}})",
                       {SLOTS_VARIABLE: str(slots)})
 
     try:
         for child in _each_ended(next_start, queue.waiting, at_once, on_event):
             code = child.proc.returncode
-            if child.log.name.endswith(".env.log"):
-                queue.built(child.manifest.name, _suite_seconds(child.log.with_suffix(".json")) if code == 0 else None)
+            if child.start.stage == "environment":
+                queue.built(child.manifest.name, _suite_seconds(child.start.out) if code == 0 else None)
                 if code != 0:
                     yield child.manifest, _failure(child, code)
             else:
@@ -143,20 +162,11 @@ class Queue:
         return len(self.ready) + self._pending
 
 
-def _suite_seconds(out: Path) -> float:
+def _suite_seconds(out: Path | None) -> float:
     """The baseline's test seconds from `coderun env build --json`'s output (0 when it cannot be read)."""
     with contextlib.suppress(OSError, ValueError, LookupError, TypeError):
-        return float(json.loads(out.read_text(encoding="utf-8"))[0]["test_seconds"])
+        return float(json.loads(out.read_text(encoding="utf-8"))[0]["test_seconds"]) if out else 0.0
     return 0.0
-
-
-@dataclass(frozen=True)
-class _Start:
-    manifest: Manifest
-    command: list[str]
-    log: Path                  # its stderr (and its stdout, unless it prints JSON: then log.json)
-    note: str
-    env: dict[str, str] = field(default_factory=dict)
 
 
 def _each_ended(next_start: Callable[[], _Start | None], waiting: Callable[[], int], at_once: int,
@@ -188,13 +198,12 @@ def _each_ended(next_start: Callable[[], _Start | None], waiting: Callable[[], i
 def _start(start: _Start, on_event: Listener) -> _Child:
     log = start.log
     error_file(log).unlink(missing_ok=True)
-    prints_json = "--json" in start.command
-    with log.open("w") as out, (log.with_suffix(".json").open("w") if prints_json else out) as stdout:
+    with log.open("w") as out, (start.out.open("w") if start.out else out) as stdout:
         proc = subprocess.Popen(start.command, stdout=stdout, stderr=out, stdin=subprocess.DEVNULL,
                                 env={**os.environ, "COLUMNS": "120", ERROR_FILE_VARIABLE: str(error_file(log)),
                                      **start.env})
     on_event(Note(start.manifest.name, start.note.format(log=log)))
-    return _Child(start.manifest, proc, log, time.monotonic())
+    return _Child(start, proc, time.monotonic())
 
 
 def _outcome(child: _Child, settings: Settings, on_event: Listener) -> object:
