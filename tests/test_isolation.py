@@ -287,6 +287,44 @@ def test_installed_copies_of_the_project_are_found_and_nothing_else(tmp_path):
     assert found == ["__pycache__/single.cpython-39.pyc", "pkg", "single.py", "zope/__init__.py", "zope/mine"]
 
 
+def test_vendored_copies_in_the_system_are_found_once_and_never_in_the_standard_library(tmp_path):
+    """Google's SDK ships cachetools under /usr/lib: a copy a sample could read the original from. Found by one
+    walk per process, even when two workers start at once; an interpreter's standard library (not site- or
+    dist-packages) is not walked, and a module named like the project's there is no copy of it."""
+    import threading
+
+    tree, system = tmp_path / "tree", tmp_path / "usr"
+    files = [tree / "pkg/__init__.py", tree / "pkg/core.py", tree / "tests/test_core.py",
+             system / "lib/sdk/third_party/pkg/core.py", system / "lib/sdk/third_party/other/core.py",
+             system / "lib/python3.11/pkg/core.py", system / "lib/python3/dist-packages/pkg/core.py",
+             system / "share/doc/pkg/README"]
+    for path in files:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+    walks, walk = [], os.walk
+
+    def counted(top, *args, **kwargs):
+        walks.append(top)
+        return walk(top, *args, **kwargs)
+
+    isolation._walk_index.cache_clear()
+    found: list[list[str]] = []
+    try:
+        os.walk = counted
+        threads = [threading.Thread(target=lambda: found.append(isolation._system_copies(str(tree), (str(system),))))
+                   for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        os.walk = walk
+        isolation._walk_index.cache_clear()
+    assert walks == [str(system)]
+    assert [sorted(os.path.relpath(p, system) for p in f) for f in found] == \
+        [["lib/python3/dist-packages/pkg", "lib/sdk/third_party/pkg"]] * 2
+
+
 def test_a_tree_for_a_worker_leaves_out_history_and_bytecode(tmp_path):
     """The tar a worker takes its copies from: never .git (the history holds the originals) nor bytecode."""
     import io

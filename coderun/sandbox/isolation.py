@@ -37,6 +37,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -158,12 +159,26 @@ _NOT_CODE = frozenset({"__init__.py", "__main__.py", "setup.py", "conftest.py"})
 _STDLIB = re.compile(r"/lib/python3[.\d]*/(?!site-packages/|dist-packages/)")
 
 
-@functools.lru_cache(maxsize=8)
+_STDLIB_TOP = re.compile(r"/lib/python3[.\d]*$")
+_index_lock = threading.Lock()
+
+
 def _system_index(tops: tuple[str, ...]) -> dict[str, list[str]]:
-    """Every folder and .py file under `tops`, by name (one walk per coderun process and interpreter)."""
+    """Every folder and .py file under `tops`, by name (one walk per coderun process and interpreter; workers
+    starting together wait for it). An interpreter's standard library is not walked: `_STDLIB` drops
+    whatever is found there."""
+    with _index_lock:
+        return _walk_index(tops)
+
+
+@functools.cache
+def _walk_index(tops: tuple[str, ...]) -> dict[str, list[str]]:
     index: dict[str, list[str]] = {}
     for top in tops:
         for folder, dirs, files in os.walk(top):
+            if _STDLIB_TOP.search(folder):
+                dirs[:] = [d for d in dirs if d in ("site-packages", "dist-packages")]
+                continue
             for name in dirs + [f for f in files if f.endswith(".py")]:
                 index.setdefault(name, []).append(os.path.join(folder, name))
     return index
