@@ -10,6 +10,8 @@ times, the stubbed and trivial bodies), pass+ (input derivation). The total is t
 and baseline, from env.json) plus the task build's own time, whether the task build made the environment or
 `tasks build` of several projects built every environment first (its own `coderun env build`). Projects
 whose stored build predates stage times show only the total.
+A second table splits verification's and pass+'s sandbox runs by kind (the report's `run_kinds`): each
+kind's seconds summed over its runs (runs in parallel add up), and the harness's integrity checks among them.
 Measurement, not product code.
 """
 
@@ -26,6 +28,7 @@ from coderun.envs.local import find_local_env
 from coderun.errors import CoderunError
 from coderun.manifests.schema import known_manifests
 from coderun.tasks import store
+from coderun.tasks.sandbox_runs import RUN_KINDS
 
 STAGES = ("analysis", "coverage map", "recording", "verification", "pass+")
 HEAD = ["project", "verified", "install", "baseline", *STAGES, "total"]
@@ -67,6 +70,23 @@ def rows(settings) -> list[list[str]]:
     return out
 
 
+def kind_rows(settings) -> list[list[str]]:
+    """Per project with run kinds stored: each kind's summed run seconds, the integrity checks' and the runs'."""
+    reports = {p: json.loads(r) for p, r in store.build_reports(settings).items()}
+    out, totals = [], [0.0] * (len(RUN_KINDS) + 2)
+    for name in sorted(reports, key=str.lower):
+        kinds = reports[name].get("run_kinds") or {}
+        if not kinds:
+            continue
+        cells = [kinds.get(k, {}).get("seconds", 0.0) for k in RUN_KINDS]
+        cells += [sum(k.get("checks_seconds", 0.0) for k in kinds.values()), sum(cells)]
+        totals = [t + c for t, c in zip(totals, cells, strict=True)]
+        out.append([name, *map(fmt, cells)])
+    if out:
+        out.append([f"total ({len(out)} projects)", *map(fmt, totals)])
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--markdown", action="store_true", help="a Markdown table (for docs/benchmarks.md)")
@@ -76,6 +96,10 @@ def main() -> None:
     print("seconds per stage (install and baseline from each environment's env.json; total: those and the task "
           "build's stages)")
     print(render(HEAD, body, args.markdown))
+    kinds = kind_rows(load_settings(args.projects))
+    if kinds:
+        print("\nseconds of sandbox runs by kind (each run's own time, summed; integrity checks: of all of them)")
+        print(render(["project", *RUN_KINDS, "integrity checks", "all runs"], kinds, args.markdown))
 
 
 if __name__ == "__main__":

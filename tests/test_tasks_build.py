@@ -13,7 +13,9 @@ from coderun.config import load_settings
 from coderun.errors import TaskError
 from coderun.manifests.schema import load_manifest
 from coderun.records import TaskStatus
-from coderun.tasks import build_tasks, find_task, load_tasks
+from coderun.tasks import build_tasks, find_task, load_tasks, store
+from coderun.tasks.sandbox_runs import RUN_KINDS
+from coderun.tasks.verify import ORIGINAL_RUNS
 from tests.helpers import write_tree
 
 DOC = '"""Return the {what} of the given value, computed step by step for the caller."""'
@@ -220,6 +222,24 @@ def test_the_build_report_says_where_the_time_went(built):
     assert list(stages) == ["environment", "analysis", "coverage map", "recording", "verification", "pass+"]
     assert all(v >= 0 for v in stages.values()) and stages["verification"] > 0
     assert sum(stages.values()) <= report.projects[0].seconds + 0.1 * len(stages)
+
+
+@pytest.mark.slow
+def test_the_build_report_splits_the_sandbox_runs_by_kind(built):
+    """Verification's and pass+'s runs by kind: the union of every mapped test twice, a task's own tests
+    once per distinct set at least, a stub run per task its original passes, trivial bodies after a stub
+    that is caught; their seconds are the runs' own, and the integrity checks a part of them."""
+    settings, report, _ = built
+    kinds = report.projects[0].run_kinds
+    assert list(kinds) == [k for k in RUN_KINDS if k in kinds]
+    assert kinds["original, all mapped tests"].runs == ORIGINAL_RUNS - 1
+    stubbed = [t for t in load_tasks(settings, status="all") if t.status in (TaskStatus.VERIFIED, TaskStatus.WEAK)]
+    assert kinds["stub"].runs >= len(stubbed) > 0 and kinds["trivial bodies"].runs > 0
+    assert kinds["original, a task's tests"].runs >= len({tuple(t.tests) for t in stubbed})
+    for k in kinds.values():
+        assert k.tests > 0 and 0 < k.checks_seconds < k.seconds
+    everything = store.build_reports(settings)["shop"]
+    assert json.loads(everything)["run_kinds"]["stub"]["runs"] == kinds["stub"].runs
 
 
 @pytest.mark.slow

@@ -110,7 +110,7 @@ class ScriptedRunner:
         self.stubs = {**(trivial or {}), "return None": blanked if pass_stub is None else pass_stub}
         self.calls: list[tuple[str | None, bool, list[str]]] = []
 
-    def __call__(self, relfile, new_source, nodeids, *, first_failure=False, configuration=""):
+    def __call__(self, relfile, new_source, nodeids, *, first_failure=False, configuration="", kind=""):
         self.calls.append((relfile, new_source is not None, list(nodeids)))
         assert first_failure == (new_source is not None)  # only the stub runs may stop early
         if new_source is not None:

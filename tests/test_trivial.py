@@ -142,7 +142,7 @@ def subprocess_runner(root: Path, work: Path):
     """A TestRunner that really runs pytest (this interpreter) on a fresh copy of `root` per run."""
     counter = iter(range(10 ** 6))
 
-    def run(relfile, new_source, nodeids, *, first_failure=False, configuration=""):
+    def run(relfile, new_source, nodeids, *, first_failure=False, configuration="", kind=""):
         copy = work / f"run-{next(counter)}"
         shutil.copytree(root, copy)
         if relfile and new_source is not None:

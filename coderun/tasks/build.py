@@ -44,7 +44,7 @@ from coderun.records import (
 from coderun.tasks import in_benchmark, store
 from coderun.tasks.coverage_map import CoverageMap, cap_tests, collect_coverage, test_file
 from coderun.tasks.discovery import Candidate, Selection, select, task_id
-from coderun.tasks.sandbox_runs import configuration_names, sandbox_tests
+from coderun.tasks.sandbox_runs import RunKindTime, configuration_names, run_kinds_line, sandbox_tests
 from coderun.tasks.trivial import RAISE, bodies_for, task_bodies
 from coderun.tasks.verify import (
     ORIGINAL_RUNS,
@@ -90,6 +90,8 @@ class ProjectTaskReport(Record):
     # of `seconds`, by stage: environment (0 when it was built before), analysis, coverage map, recording
     # (the original's calls, for pass+), verification, pass+ (input derivation)
     stage_seconds: dict[str, float] = Field(default_factory=dict)
+    # of verification and pass+, the sandbox runs by kind (tasks/sandbox_runs.RUN_KINDS): runs, seconds, tests
+    run_kinds: dict[str, RunKindTime] = Field(default_factory=dict)
     fallbacks: list[str] = Field(default_factory=list)  # runs that fell back from workers to naive
     seconds: float = 0.0
     configurations: list[str] = Field(default_factory=list)  # tests.configurations every task ran in
@@ -187,12 +189,12 @@ def _build_project(manifest: Manifest, settings: Settings, backend: str, include
                                            manifest.name, env.checkout.path,
                                            {tid: v.explored for tid, v in verdicts.items() if v.explored})
             lap("pass+")
-    say("time by stage: " + ", ".join(f"{k} {v:.1f}s" for k, v in lap.seconds.items()))
+    _say_times(say, lap, runner.by_kind())
     report = _report(manifest, env, backend, include_weak, selection, covmap, tasks, verdicts, started,
                      capped=capped, max_tests_per_task=manifest.tasks.max_tests_per_task,
                      max_seconds_per_task=manifest.tasks.max_seconds_per_task, jobs=jobs, resumed=kept.resumed,
                      fallbacks=notes, verify_seconds=round(time.monotonic() - verifying, 1),
-                     stage_seconds=lap.seconds)
+                     stage_seconds=lap.seconds, run_kinds=runner.by_kind())
     store.save_project(settings, manifest.name, env.checkout.commit, tasks, report.model_dump_json(),
                        include_weak, targets=target_outcomes(manifest, tasks, report))
     store.save_rigor(settings, manifest.name, tasks, inputs)
@@ -239,6 +241,12 @@ class _Laps:
         now = time.monotonic()
         self.seconds[stage] = round(now - self._mark, 1)
         self._mark = now
+
+
+def _say_times(say, lap: _Laps, kinds: dict[str, RunKindTime]) -> None:
+    say("time by stage: " + ", ".join(f"{k} {v:.1f}s" for k, v in lap.seconds.items()))
+    if kinds:
+        say(run_kinds_line(kinds))
 
 
 def _say(manifest: Manifest, on_event: Listener) -> Callable[..., None]:

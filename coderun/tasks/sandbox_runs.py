@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from coderun.config import Settings
@@ -20,14 +21,44 @@ from coderun.envs.local import LocalEnv
 from coderun.errors import SandboxError, TaskError
 from coderun.manifests.schema import Manifest
 from coderun.plus.inputs import EXPLORE_BUDGET
-from coderun.records import Evidence
+from coderun.records import Evidence, Record
 from coderun.tasks.coverage_map import test_file
+from coderun.tasks.verify import STUB_RUN, TRIVIAL_RUN
 
 # Whole-run limit of a run with a stubbed body, over five times its tests' baseline time (see stub_run_limit);
 # with a run of the original on the very same tests to go by, over five times that run's time.
 STUB_RUN_SECONDS, STUB_RUN_FLOOR = 60.0, 10.0
 # Per-test limit of a stubbed body's run: this many times the slowest test's baseline time, at least the floor.
 STUB_TEST_FACTOR, STUB_TEST_FLOOR = 5.0, 0.5
+
+
+# The kinds of run a task build makes, in the order they come (`SandboxTests.by_kind`).
+SHARED, OWN = "original, all mapped tests", "original, a task's tests"
+EXPLORING, CONFIRMING, TRIVIAL_PLUS = "pass+ exploring", "pass+ confirming", "pass+ trivial bodies"
+RUN_KINDS = (SHARED, OWN, STUB_RUN, TRIVIAL_RUN, EXPLORING, CONFIRMING, TRIVIAL_PLUS)
+
+
+class RunKindTime(Record):
+    """A task build's sandbox runs of one kind: how many, their seconds (each run's own, start-up and
+    collection included; runs in parallel add up), the tests they ran, and of those seconds the harness's
+    integrity checks (the reporter's snapshot and its check after every test)."""
+
+    runs: int = 0
+    seconds: float = 0.0
+    tests: int = 0
+    checks_seconds: float = 0.0
+
+    def add(self, ev: Evidence) -> RunKindTime:
+        return RunKindTime(runs=self.runs + 1, seconds=round(self.seconds + ev.duration, 3),
+                           tests=self.tests + len(ev.outcomes),
+                           checks_seconds=round(self.checks_seconds + (ev.integrity_ms or 0.0) / 1000, 3))
+
+
+def run_kinds_line(kinds: dict[str, RunKindTime]) -> str:
+    """The build log's line: seconds and runs by kind, and the checks' share."""
+    parts = [f"{k} {t.seconds:.1f}s ({t.runs} runs)" for k, t in kinds.items()]
+    checks = sum(t.checks_seconds for t in kinds.values())
+    return f"sandbox runs by kind: {', '.join(parts)}; integrity checks {checks:.1f}s of them"
 
 
 def configuration_names(manifest: Manifest) -> list[str]:
@@ -68,17 +99,16 @@ def sandbox_tests(manifest: Manifest, settings: Settings, backend: str, env: Loc
     counter = itertools.count(1 + max((int(n) for n in numbers if n.isdigit()), default=0))
     tree = project.tree
 
-    # Each test's longest time in a run of the original on the task's own tests: the first test of a subset
-    # pays for module fixtures that another test paid for in the baseline. And each such run's whole time.
-    seen: dict[str, float] = {}
-    whole: dict[tuple[str, tuple[str, ...]], float] = {}
+    book = _RunBook()
+    seen, whole = book.seen, book.whole
 
     def evidence(relfile: str | None, new_source: str | None, nodeids: list[str], *, first_failure: bool = False,
                  configuration: str = "", differential: str | None = None, extra_time: float = 0.0,
-                 verifying: bool = False):
+                 verifying: bool = False, kind: str = ""):
         original = new_source is None
         # `verifying`: an own run of the original that also explores for pass+ is verification's all the same
         pass_plus = differential is not None and not verifying
+        kind = kind or (STUB_RUN if not original else OWN if relfile else SHARED)
         # Every run writes one file: with nothing to change, write a test file back unchanged.
         relfile = relfile or test_file(nodeids[0])
         if new_source is None:
@@ -101,17 +131,34 @@ def sandbox_tests(manifest: Manifest, settings: Settings, backend: str, env: Loc
                          # dependency that changes test code would fail every sample there.
                          trusted=not original or differential is not None)
         _raise_if_unusable(manifest, ev, log)
-        if original and not pass_plus:
-            with lock:
-                seen.update({t.nodeid: max(seen.get(t.nodeid, 0.0), t.duration) for t in ev.outcomes})
-                whole[key] = max(whole.get(key, 0.0), ev.duration)
+        book.add(ev, kind, key if original and not pass_plus else None)
         return ev
 
     with WorkerPool(backend, {manifest.name: project.spec}, jobs) as pool:
         try:
-            yield SandboxTests(evidence)
+            yield SandboxTests(evidence, book.kinds)
         finally:
             notes.extend(pool.notes)
+
+
+@dataclass
+class _RunBook:
+    """What the runs so far tell the next ones, and the build's time by kind. `seen`: each test's longest time
+    in a run of the original on a task's own tests (the first test of a subset pays for module fixtures that
+    another test paid for in the baseline); `whole`: each such run's whole time."""
+
+    seen: dict[str, float] = field(default_factory=dict)
+    whole: dict[tuple[str, tuple[str, ...]], float] = field(default_factory=dict)
+    kinds: dict[str, RunKindTime] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, ev: Evidence, kind: str, original: tuple[str, tuple[str, ...]] | None) -> None:
+        """A run that ended; `original`: its (configuration, node ids) when it ran the original for verification."""
+        with self.lock:
+            self.kinds[kind] = self.kinds.get(kind, RunKindTime()).add(ev)
+            if original is not None:
+                self.seen.update({t.nodeid: max(self.seen.get(t.nodeid, 0.0), t.duration) for t in ev.outcomes})
+                self.whole[original] = max(self.whole.get(original, 0.0), ev.duration)
 
 
 def _raise_if_unusable(manifest: Manifest, ev: Evidence, log: Path) -> None:
@@ -131,14 +178,21 @@ def _raise_if_unusable(manifest: Manifest, ev: Evidence, log: Path) -> None:
 @dataclass(frozen=True)
 class SandboxTests:
     """Runs of the project's tests in the evaluation's sandbox: a `TestRunner` (outcomes per test), and
-    `observe`, a run that also makes the differential step's calls after the tests and returns its record."""
+    `observe`, a run that also makes the differential step's calls after the tests and returns its record.
+    `kinds`: the time of the runs made so far, by kind (filled as they end)."""
 
     evidence: Callable[..., Evidence]
+    kinds: dict[str, RunKindTime] = field(default_factory=dict)
 
     def __call__(self, relfile: str | None, new_source: str | None, nodeids: list[str], *,
-                 first_failure: bool = False, configuration: str = "") -> dict[str, str]:
-        ev = self.evidence(relfile, new_source, nodeids, first_failure=first_failure, configuration=configuration)
+                 first_failure: bool = False, configuration: str = "", kind: str = "") -> dict[str, str]:
+        ev = self.evidence(relfile, new_source, nodeids, first_failure=first_failure, configuration=configuration,
+                           kind=kind)
         return {t.nodeid: t.outcome for t in ev.outcomes}
+
+    def by_kind(self) -> dict[str, RunKindTime]:
+        """The runs' time by kind, in RUN_KINDS order, the kinds with runs only."""
+        return {k: self.kinds[k] for k in RUN_KINDS if k in self.kinds}
 
     def observe(self, nodeids: list[str], differential: str, budget: float, configuration: str = "",
                 source: tuple[str, str] | None = None) -> tuple[dict[str, str], dict | None]:
@@ -155,5 +209,17 @@ class SandboxTests:
                    source: tuple[str, str] | None, verifying: bool = False) -> tuple[dict[str, str], dict | None]:
         relfile, text = source or (None, None)
         ev = self.evidence(relfile, text, nodeids, configuration=configuration, differential=differential,
-                           extra_time=budget, verifying=verifying)
+                           extra_time=budget, verifying=verifying, kind=_step_kind(differential, source, verifying))
         return {t.nodeid: t.outcome for t in ev.outcomes}, ev.differential
+
+
+def _step_kind(payload: str, source: tuple[str, str] | None, verifying: bool) -> str:
+    if verifying:
+        return OWN
+    if source is not None:
+        return TRIVIAL_PLUS
+    try:
+        mode = json.loads(payload).get("mode")
+    except (ValueError, AttributeError):
+        mode = None
+    return EXPLORING if mode == "explore" else CONFIRMING

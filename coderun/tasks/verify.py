@@ -37,18 +37,20 @@ from coderun.records import TaskStatus
 from coderun.tasks.trivial import NONE, RAISE_STATEMENT
 
 ORIGINAL_RUNS = 3
+STUB_RUN, TRIVIAL_RUN = "stub", "trivial bodies"   # the `kind` of their runs (the build's time by kind)
 SETTLE_RUNS = 3   # re-runs of the original on what is left after drops (each drops at least one more test)
 
 
 class TestRunner(Protocol):
     """Runs `nodeids` on a fresh copy of the project, with `relfile` replaced by `new_source` when given;
     returns each node id's outcome ("passed", "failed", "error", "skipped"). A missing id did not pass.
-    With `first_failure`, the run may stop at the first failing test (enough to prove a difference)."""
+    With `first_failure`, the run may stop at the first failing test (enough to prove a difference). `kind`:
+    what the run is for (STUB_RUN, TRIVIAL_RUN; "" for the original's), as the build reports its time."""
 
     __test__ = False
 
     def __call__(self, relfile: str | None, new_source: str | None, nodeids: list[str], *,
-                 first_failure: bool = False, configuration: str = "") -> dict[str, str]: ...
+                 first_failure: bool = False, configuration: str = "", kind: str = "") -> dict[str, str]: ...
 
 
 @dataclass(frozen=True)
@@ -216,12 +218,12 @@ def verify_task(task: TaskTests, runner: TestRunner, original_file: str,
     except TaskError as e:
         return Verification(task.task_id, TaskStatus.BROKEN, kept, dropped, (),
                             f"cannot blank the body: {e.message}")
-    failed = _stub_failures(task, runner, blanked, runs)
+    failed = _stub_failures(task, runner, blanked, runs, STUB_RUN)
     if not failed:
         return Verification(task.task_id, TaskStatus.WEAK, kept, dropped, (),
                             f"the tests pass with the body replaced by `{RAISE_STATEMENT}`"
                             + _in_every(runs), configurations, explored=originals.explored(task, runs.get("", ())))
-    passes = tuple(name for name, source in trivial if not _stub_failures(task, runner, source, runs))
+    passes = tuple(name for name, source in trivial if not _stub_failures(task, runner, source, runs, TRIVIAL_RUN))
     return Verification(task.task_id, TaskStatus.VERIFIED, kept, dropped, failed, "", configurations, passes,
                         originals.explored(task, runs.get("", ())))
 
@@ -260,13 +262,13 @@ def _settle(task: TaskTests, runner: OriginalRuns, per_conf: dict[str, tuple[str
     return {c: () for c in per_conf}, flaky | {n for t in per_conf.values() for n in t}
 
 
-def _stub_failures(task: TaskTests, runner: TestRunner, source: str, runs: dict[str, tuple[str, ...]]
-                   ) -> tuple[str, ...]:
+def _stub_failures(task: TaskTests, runner: TestRunner, source: str, runs: dict[str, tuple[str, ...]],
+                   kind: str) -> tuple[str, ...]:
     """The tests that do not pass with `source` in the first configuration where any does not."""
     for conf, tests in runs.items():
         if not tests:
             continue
-        outcomes = runner(task.file, source, list(tests), first_failure=True, configuration=conf)
+        outcomes = runner(task.file, source, list(tests), first_failure=True, configuration=conf, kind=kind)
         failed = tuple(n for n in tests if outcomes.get(n) != "passed")
         if failed:
             return failed
