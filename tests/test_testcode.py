@@ -1,12 +1,15 @@
 """The tests that run are the tests that were verified (issue 34): each sample here is a WRONG `add` that
 changes the tiny project's collected tests so that they pass anyway, in a real pytest run with both executors:
 from a thread started at import, from inside a test, before collection ends (a profile function at import),
-while the harness snapshots them, and by rebinding a name in a test module's globals. Each fails as tampering
+while the harness snapshots them, by pointing an item at another function, and by rebinding a name in a test
+module's globals. Each fails as tampering
 with the change named; the right `add` beside them passes."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 
 import pytest
 from sandbox_fixtures import LIMITS, NODEIDS, quiet, spec_for, write_project
@@ -59,6 +62,16 @@ SAMPLES = {
         "        sys.setprofile(None)\n"
         "_profile = sys.setprofile(_on_return)\n"
         "def add(a, b):\n    return a - b\n"),
+    "the function an item calls": (  # what pytest's `obj` property returns, read from the item's dict
+        "import gc\n_done = []\n"
+        "def add(a, b):\n"
+        "    if not _done:\n"
+        "        _done.append(True)\n"
+        "        for item in gc.get_objects():\n"
+        "            if type(item).__name__ == 'Function' and '_obj' in getattr(item, '__dict__', {}):\n"
+        "                item.__dict__['_obj'] = lambda *args, **kwargs: None\n"
+        "        return a + b\n"
+        "    return a - b\n"),
     "a test module's global": (
         "import sys\n"
         "def add(a, b):\n"
@@ -250,3 +263,34 @@ def test_a_test_method_inherited_from_an_installed_library_is_not_tampering(tmp_
     _right_passes_and_wrong_fails(SandboxSpec(project="tiny", project_dir=str(project), python=str(python),
                                               limits=LIMITS),
                                   ["tests/test_mod.py::TestAdd::test_add", "tests/test_mod.py::TestAdd::test_inherited"])
+
+
+PROBE = """
+import sys
+import coderun_testcode as testcode
+
+class Probe:
+    def pytest_collection_finish(self, session):
+        testcode.take(session.items, session.config.rootpath.as_posix(), "")
+        said = [testcode.changes(), testcode._unchanged()]
+        item = session.items[0]
+        item.__dict__["_obj"] = lambda: None
+        said += [testcode._unchanged(), testcode.changes()]
+        print("PROBE", said)
+        session.shouldstop = "probed"
+
+sys.exit(__import__("pytest").main(["-q", "-p", "no:cacheprovider", "-o", "addopts=", "tests"], plugins=[Probe()]))
+"""
+
+
+def test_the_check_after_each_test_sees_an_items_function_replaced_through_its_dict(tmp_path):
+    """The fast path reads a Function item's test function from the item's dict (`_obj`, what pytest's `obj`
+    property returns), not through the property: a sample that sets it there is seen by the fast path
+    itself, not only when something else sends the check down the slow one."""
+    from coderun.harness import HARNESS_DIR
+
+    project = write_project(tmp_path / "project")
+    done = subprocess.run([sys.executable, "-c", PROBE], cwd=project, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": f"{HARNESS_DIR}{os.pathsep}{project}"})
+    line = next((x for x in done.stdout.splitlines() if x.startswith("PROBE")), done.stdout + done.stderr)
+    assert line == ("PROBE [[], True, False, ['the test tests/test_mod.py::test_add is another function now']]"), line

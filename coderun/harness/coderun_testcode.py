@@ -33,10 +33,10 @@ import types
 
 _FunctionType, _CodeType, _id, _is_type = types.FunctionType, types.CodeType, id, isinstance
 # Bound at import, before any sample's code runs (the fast path of `changes` is made of them).
-_all, _map, _list, _len, _is = all, map, list, len, operator.is_
+_all, _map, _list, _len, _is, _dict_get = all, map, list, len, operator.is_, dict.get
 _chain, _values = itertools.chain.from_iterable, operator.methodcaller("values")
 _get_code, _get_defaults = operator.attrgetter("__code__"), operator.attrgetter("__defaults__")
-_get_kwdefaults, _get_closure = operator.attrgetter("__kwdefaults__"), operator.attrgetter("__closure__")
+_get_kwdefaults = operator.attrgetter("__kwdefaults__")
 _get_contents, _get_func = operator.attrgetter("cell_contents"), operator.attrgetter("__func__")
 _METHODS = (types.FunctionType, staticmethod, classmethod, property)
 _STORES = ("STORE_GLOBAL", "DELETE_GLOBAL")
@@ -410,13 +410,14 @@ def _unchanged() -> bool:
     try:
         functions, mappings, methods = flat["functions"], flat["mappings"], flat["methods"]
         # With the audit hook, a code or defaults set is an event already; reading them calls the hook too.
+        # A function's closure cannot be set at all (a read-only attribute): only its cells' contents can.
         return ((_state.get("audit") or (
                     _all(_map(_is, _map(_get_code, functions), flat["codes"]))
                     and _all(_map(_is, _map(_get_defaults, functions), flat["defaults"]))
                     and _all(_map(_is, _map(_get_kwdefaults, functions), flat["kwdefaults"]))))
-                and _all(_map(_is, _map(_get_closure, functions), flat["closures"]))
                 and _all(_map(_is, _map(_get_contents, flat["cells"]), flat["contents"]))
                 and _all([_cell(c) is None for c in flat["empty"]])
+                and _all(_map(_is, _map(_dict_get, flat["slots"], flat["slot_keys"]), flat["slot_raw"]))
                 and _all(_map(_is, _map(getattr, flat["owners"], flat["attrs"]), flat["raw"]))
                 and _all(_map(_is, _map(_get_func, _map(getattr, methods, flat["method_attrs"])),
                               flat["method_funcs"]))
@@ -432,25 +433,41 @@ def _flatten() -> None:
     as `_unchanged` reads it."""
     held = [h for _, _, h in _state["functions"]]
     cells = [(c, v) for h in held for c, v in zip(h[3] or (), h[4])]  # noqa: B905 (3.7)
-    plain, methods = [], []
+    plain, methods, slots = [], [], []
     for owner, attr, func, _label in _state["owners"]:
         now = getattr(owner, attr, None)
         # An item's function is a method bound anew per test (unittest's TestCaseFunction): its function counts.
-        (methods if getattr(now, "__func__", None) is func else plain).append((owner, attr, now, func))
+        if getattr(now, "__func__", None) is func:
+            methods.append((owner, attr, now, func))
+        elif _unwrap(now) is func and _pytest_slot(owner, attr, now):
+            slots.append((vars(owner), "_obj", now))
+        else:
+            plain.append((owner, attr, now, func))
     mappings = _state["mappings"]
     _state["flat"] = {
         "functions": [f for _, f, _ in _state["functions"]], "codes": [h[0] for h in held],
-        "defaults": [h[1] for h in held], "kwdefaults": [h[2] for h in held], "closures": [h[3] for h in held],
+        "defaults": [h[1] for h in held], "kwdefaults": [h[2] for h in held],
         "cells": [c for c, v in cells if v is not None], "contents": [v for _, v in cells if v is not None],
         "empty": [c for c, v in cells if v is None],
         "owners": [o for o, _, _, _ in plain], "attrs": [a for _, a, _, _ in plain],
         # A value that is not the kept function is never the same object again: the checks will say it changed.
         "raw": [now if _unwrap(now) is func else object() for _, _, now, func in plain],
+        "slots": [d for d, _, _ in slots], "slot_keys": [k for _, k, _ in slots], "slot_raw": [v for _, _, v in slots],
         "methods": [o for o, _, _, _ in methods], "method_attrs": [a for _, a, _, _ in methods],
         "method_funcs": [f for _, _, _, f in methods],
         "mappings": [m for _, m, _, _, _ in mappings], "sizes": [_len(h) for _, _, h, _, _ in mappings],
         "keys": _list(_chain(h for _, _, h, _, _ in mappings)),
         "values": _list(_chain(_map(_values, (h for _, _, h, _, _ in mappings))))}
+
+
+def _pytest_slot(owner, attr: str, now) -> bool:
+    """Whether `owner.obj` is pytest's own property over the item's `_obj` (a Function item's test function,
+    made once): then the fast path reads that entry of the item's dict, in C, not the property, in Python
+    (half a suite of thousands of tests' check after every test). The property is pytest's, whose classes
+    coderun_integrity watches; anything else is read through getattr."""
+    prop = getattr(type(owner), attr, None) if attr == "obj" else None
+    return (isinstance(prop, property) and str(getattr(prop.fget, "__module__", "")).startswith("_pytest.")
+            and isinstance(getattr(owner, "__dict__", None), dict) and vars(owner).get("_obj") is now)
 
 
 def _function_changes() -> list[str]:
