@@ -56,6 +56,7 @@ from coderun.records import (
 from coderun.runner.executors import Pool, make_pool
 from coderun.runner.executors.cluster import parse_cluster, require_ray
 from coderun.runner.project import RunProject, task_slug
+from coderun.sandbox.isolation import prefetch_index
 from coderun.sandbox.project import isolation_of
 from coderun.tasks.store import load_inputs
 
@@ -132,6 +133,8 @@ def start_run(req: EvalRequest, settings: Settings, tasks: list[Task], *,
         raise TaskError("no tasks selected", hint="build them with `coderun tasks build PROJECT`, "
                         "or check --project / --level")
     isolation, note = isolation_of(req.backend, req.isolation)  # before the run folder: it may refuse
+    if isolation == "namespaces":
+        prefetch_index()
     run_id = new_run_id()
     run_dir = (req.run_dir or settings.runs / run_id).resolve()
     info = RunInfo(run_id=run_id, label=req.label or _default_label(req), config=req.config(tasks, settings))
