@@ -57,7 +57,7 @@ def test_a_failed_build_beside_others_is_named_with_its_log(tmp_path, monkeypatc
     assert res.exit_code != 0
     # the words it fails in alone, and where its whole output is
     assert "error: geo: the coverage run that maps tests to functions did not complete (exit 3)" in out, out
-    assert f"geo: building its tasks (-j {default_jobs()}, sharing {default_jobs()} cores; log:" in out
+    assert f"geo: building its tasks (-j {default_jobs()}, sharing {max(default_jobs(), 2)} slots; log:" in out
     assert "runs/tasks/geo.log" in "".join(out.split())
     assert "calc" in {t.project for t in load_tasks(load_settings())}
 
@@ -107,3 +107,25 @@ def test_the_queue_starts_every_environment_then_the_longest_suite_built():
     assert q.waiting() == 0
     alone = Queue(["x", "y"], envs_first=False)            # no more projects than at once: in the order given
     assert [alone.next(), alone.next(), alone.next()] == [("tasks", "x"), ("tasks", "y"), None]
+
+
+def test_by_default_two_more_builds_than_cores_run_at_once_none_waiting_for_a_slot(tmp_path, monkeypatch):
+    # On 2 cores, three projects all build at once: each holds a slot of its own from the start (a build's
+    # tests wait for part of its time, which the builds beyond the cores use), none waits for one.
+    import coderun.cli.tasks as cli_tasks
+    from coderun.tasks.side_by_side import default_at_once
+
+    assert [default_at_once(c) for c in (1, 2, 8)] == [1, 4, 10]
+    monkeypatch.setattr(cli_tasks, "default_jobs", lambda: 2)
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    manifests = [_manifest(tmp_path, "calc", ADD), _manifest(tmp_path, "geo", MUL), _manifest(tmp_path, "slow", SLOW)]
+    res = CliRunner().invoke(app, ["tasks", "build", *manifests])
+    out = " ".join(res.output.split())
+    assert res.exit_code == 0, out
+    assert "building its environment" not in out   # no more projects than builds at once: no env phase first
+    assert max(out.index(f"{p}: building its tasks (-j 2, sharing 3 slots") for p in ("calc", "geo", "slow")) \
+        < out.index("built in"), out
+    runs = load_settings().runs / "tasks"
+    for name in ("calc", "geo", "slow"):
+        assert "waiting for a core" not in (runs / f"{name}.log").read_text()
+    assert sorted(t.qualname for t in load_tasks(load_settings())) == ["add", "area", "twice"]

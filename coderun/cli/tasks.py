@@ -32,7 +32,7 @@ from coderun.records import TargetOutcome, Task
 from coderun.report.terminal import EMPTY, Fit, make_table, table_or_stacked
 from coderun.tasks import ProjectTaskReport, TaskBuildReport, load_targets, load_tasks, prune_tasks
 from coderun.tasks.build import build_project, default_jobs
-from coderun.tasks.side_by_side import BuildOptions, build_side_by_side
+from coderun.tasks.side_by_side import BuildOptions, build_side_by_side, default_at_once
 from coderun.tasks.store import export_jsonl
 from coderun.tasks.summary import ProjectSummary, summarize
 from coderun.tasks.trivial import NAMES, NONE
@@ -61,8 +61,9 @@ def build(projects: list[str] = typer.Argument(None, help="Project names or mani
           rigor: bool = typer.Option(True, "--rigor/--no-rigor", help="Also derive the pass+ inputs (record "
                                      "the original's calls, mutate, reduce); `tasks rigor` can do it later."),
           at_once: int = typer.Option(None, "--at-once", help="Projects built at once, each in its own process "
-                                      "(default: 2 with several projects and cores, else 1); they share the "
-                                      "cores: tasks verified at once over all of them are at most the cores."),
+                                      "(default: the cores + 2 with several projects and cores, else 1); "
+                                      "tasks verified at once over all of them are at most the cores or the "
+                                      "builds, whichever is more."),
           registry: str = RegistryOption, projects_dir: list[Path] = ProjectsDirOption, as_json: bool = JsonOption) -> None:
     """Select each project's tasks, map them to the tests that reach them, verify, store. With several
     projects a failed one is reported and the others go on; the exit code says if any failed. An interrupted
@@ -126,9 +127,10 @@ def _builds(manifests, s, opts: BuildOptions, cluster: str | None, as_json: bool
         return each_built(build_on_cluster(manifests, s, opts.backend, opts.include_weak, opts.jobs or 1, cluster,
                                            rigor=opts.rigor, on_event=Renderer(err_console)),
                           len(manifests), "task builds", failed=failed)
-    at_once = min(len(manifests), at_once or (2 if default_jobs() >= 2 else 1))
+    at_once = min(len(manifests), at_once or default_at_once(default_jobs()))
     if at_once > 1:
-        opts = replace(opts, jobs=opts.jobs or default_jobs(), cores=default_jobs())
+        # Each build holds a slot all along: with fewer slots than builds, the ones over would only wait.
+        opts = replace(opts, jobs=opts.jobs or default_jobs(), cores=max(default_jobs(), at_once))
         return each_built(build_side_by_side(manifests, s, opts, at_once,
                                              on_event=silent if as_json else Renderer(err_console)),
                           len(manifests), "task builds", failed=failed)

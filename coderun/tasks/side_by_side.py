@@ -2,10 +2,11 @@
 
 A project's build spends about half its time in stages that use one core: installing the environment, the
 baseline and coverage runs of its suite, the recording runs (over the benchmark on 2 cores: 950 of 2050 s).
-Built one after another with `-j` = cores, the other cores wait through those stages; two builds side by
-side keep them busy. The cores are shared, as make's jobserver shares them (parallel.JobSlots): each build
-holds one core all its life, for its one-core stages and its first task, and verifies up to `-j` tasks at
-once with the cores no other build holds, so the build left alone at the end has them all. With more
+Built one after another with `-j` = cores, the other cores wait through those stages; builds side by side
+keep them busy, and two more builds than cores (`default_at_once`) also cover the time their tests spend
+waiting. The slots are shared, as make's jobserver shares them (parallel.JobSlots): each build holds one
+all its life, for its one-core stages and its first task, and verifies up to `-j` tasks at once with the
+slots no other build holds, so the build left alone at the end has them all. With more
 projects than builds at once, the environments are built first and the task builds start longest test
 suite first (`Queue`), so that no long build starts last. A process per build, not a thread: a
 build's Ctrl-C handling, its analyzer's caches and its progress belong to it, and a child that fails leaves
@@ -46,7 +47,15 @@ class BuildOptions:
     jobs: int = 1
     rigor: bool = True
     registry: str | None = None
-    cores: int = 1   # shared by the builds under way: tasks verified at once over all of them (JobSlots)
+    cores: int = 1   # slots shared by the builds under way: tasks verified at once over all of them (JobSlots)
+
+
+def default_at_once(cores: int) -> int:
+    """Builds at once by default: the cores + 2, as ninja's default -j (one on a single core). A build's tests
+    wait for a good part of its time (sleeps, subprocesses, the disk): on 2 cores, two builds of pysolbase,
+    eppy, lithium and zope.interface left 30% of the CPU idle and took 546 s; four, 4% and 394 s, with the
+    same tasks and pass+ inputs (benchmarks/build_all.py whole on the benchmark: docs/benchmarks.md)."""
+    return cores + 2 if cores >= 2 else 1
 
 
 @dataclass(frozen=True)
@@ -109,7 +118,7 @@ def build_side_by_side(manifests: list[Manifest], settings: Settings, opts: Buil
                           "building its environment (log: {log})", out=folder / f"{m.name}.env.json")
         suite = f"its suite {queue.suites[m.name]:.0f}s, the longest waiting; " if m.name in queue.suites else ""
         return _Start(m, stage, child_command(m, opts), folder / f"{m.name}.log",
-                      f"building its tasks ({suite}-j {opts.jobs}, sharing {opts.cores} cores; log: {{log}})",
+                      f"building its tasks ({suite}-j {opts.jobs}, sharing {opts.cores} slots; log: {{log}})",
                       {SLOTS_VARIABLE: str(slots)})
 
     try:
