@@ -18,9 +18,11 @@ code has them); its wall time goes to HOME.total.json, and to HOME.jsonl each pr
 stored report says (they overlap: their sum is more than the wall time).
 
 Both also record the CPU seconds (user + system) of the whole build's process tree (`cpu_seconds`, from
-getrusage of the finished children: processes left to init are missed) and print them as a share of the
-cores over the wall time: the work a build costs, apart from how it was packed on the cores and from the
-machine's speed, which differs between machines of the same size.
+getrusage of the finished children: processes left to init are missed, and the sandbox's workers are) and
+print them as a share of the cores over the wall time: the work a build costs, apart from how it was packed
+on the cores and from the machine's speed, which differs between machines of the same size. The machine's
+own busy share over the same time (`machine_busy`, from /proc/stat: every process, this build's and any
+other's) says how much of the cores the build left idle, on a machine with nothing else running.
 
 `compare` reads two such homes: per project both wall times and their ratio, the verified tasks of each, and
 whether the verified sets, their mapped tests and their pass+ input counts are the same (read with
@@ -71,6 +73,26 @@ def children_cpu() -> float:
     return used.ru_utime + used.ru_stime
 
 
+def cpu_jiffies() -> tuple[int, int]:
+    """(busy, total) clock ticks of all the machine's cores since boot, from /proc/stat ((0, 0) without it)."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    except (OSError, ValueError):
+        return 0, 0
+    idle = fields[3] + fields[4]   # idle and iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def machine_busy(before: tuple[int, int], after: tuple[int, int]) -> float | None:
+    """The share of the cores busy between two cpu_jiffies() readings."""
+    total = after[1] - before[1]
+    return round((after[0] - before[0]) / total, 3) if total > 0 else None
+
+
+def share(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0%}"
+
+
 def busy(cpu: float, wall: float) -> str:
     return f"{cpu / (wall * (os.cpu_count() or 1)):.0%}" if wall else "–"
 
@@ -78,12 +100,12 @@ def busy(cpu: float, wall: float) -> str:
 def build_one(project: str, home: Path, code: Path | None, jobs: int, logs: Path) -> dict:
     logs.mkdir(parents=True, exist_ok=True)
     load = os.getloadavg()[0]
-    start, cpu = time.monotonic(), children_cpu()
+    start, cpu, jiffies = time.monotonic(), children_cpu(), cpu_jiffies()
     with (logs / f"{project}.log").open("w") as log:
         rc = subprocess.run([sys.executable, "-m", "coderun", "tasks", "build", project, "-j", str(jobs)],
                             env=coderun_env(home, code), stdout=log, stderr=subprocess.STDOUT, check=False).returncode
     return {"project": project, "seconds": round(time.monotonic() - start, 1), "rc": rc,
-            "cpu_seconds": round(children_cpu() - cpu, 1),
+            "cpu_seconds": round(children_cpu() - cpu, 1), "machine_busy": machine_busy(jiffies, cpu_jiffies()),
             "load_before": round(load, 2), "load_after": round(os.getloadavg()[0], 2),
             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
@@ -102,8 +124,9 @@ def run(args) -> int:
         row = build_one(project, home, code, args.jobs, logs)
         with out.open("a") as f:
             f.write(json.dumps(row) + "\n")
-        print(f"[{i}/{len(projects)}] {project}: {row['seconds']:.1f} s (CPU {row['cpu_seconds']:.1f} s), exit {row['rc']}, "
-              f"load {row['load_before']:.1f} -> {row['load_after']:.1f}", flush=True)
+        print(f"[{i}/{len(projects)}] {project}: {row['seconds']:.1f} s (CPU {row['cpu_seconds']:.1f} s, machine "
+              f"{share(row['machine_busy'])} busy), exit {row['rc']}, load {row['load_before']:.1f} -> "
+              f"{row['load_after']:.1f}", flush=True)
     rows = done_already(out)
     wall, cpu = sum(r["seconds"] for r in rows.values()), sum(r.get("cpu_seconds", 0.0) for r in rows.values())
     print(f"total {wall:.1f} s over {len(rows)} projects; CPU {cpu:.0f} s ({busy(cpu, wall)} of the cores)")
@@ -118,12 +141,12 @@ def whole(args) -> int:
     home.mkdir(parents=True, exist_ok=True)
     print(f"{len(projects)} projects in one command, home {home}, code {code or 'this checkout'}, "
           f"{os.cpu_count()} cores", flush=True)
-    load, start, cpu = os.getloadavg()[0], time.monotonic(), children_cpu()
+    load, start, cpu, jiffies = os.getloadavg()[0], time.monotonic(), children_cpu(), cpu_jiffies()
     with home.with_suffix(".log").open("w") as log:
         rc = subprocess.run([sys.executable, "-m", "coderun", "tasks", "build", *projects],
                             env=coderun_env(home, code), stdout=log, stderr=subprocess.STDOUT, check=False).returncode
     total = {"projects": projects, "seconds": round(time.monotonic() - start, 1), "rc": rc,
-             "cpu_seconds": round(children_cpu() - cpu, 1),
+             "cpu_seconds": round(children_cpu() - cpu, 1), "machine_busy": machine_busy(jiffies, cpu_jiffies()),
              "load_before": round(load, 2), "load_after": round(os.getloadavg()[0], 2)}
     home.with_suffix(".total.json").write_text(json.dumps(total, indent=1))
     reports = stored_reports(home, code)
@@ -132,7 +155,8 @@ def whole(args) -> int:
             out.write(json.dumps({"project": p, "seconds": reports.get(p, {}).get("seconds", 0.0), "rc": rc}) + "\n")
     print(f"wall {total['seconds']:.1f} s, exit {rc}, load {total['load_before']:.1f} -> {total['load_after']:.1f}; "
           f"sum of the projects' own times {sum(r.get('seconds', 0.0) for r in reports.values()):.1f} s; "
-          f"CPU {total['cpu_seconds']:.0f} s ({busy(total['cpu_seconds'], total['seconds'])} of the cores)")
+          f"CPU {total['cpu_seconds']:.0f} s ({busy(total['cpu_seconds'], total['seconds'])} of the cores); "
+          f"machine busy {share(total['machine_busy'])}")
     return 0
 
 
