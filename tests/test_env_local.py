@@ -192,3 +192,21 @@ def test_baseline_test_that_hangs_is_stopped_and_left_out(tmp_path, monkeypatch)
     # The coverage run of the task build leaves them out too, instead of waiting on them.
     covmap = collect_coverage(m, env.python, env.checkout.path, baseline)
     assert covmap.kind == "coverage" and not hung & set(covmap.outcomes)
+
+
+@pytest.mark.slow
+def test_the_coverage_map_records_the_candidates_files_and_asks_the_whole_tree_when_none_ran(tmp_path, monkeypatch):
+    """The mapping reads the candidates' files only, so only they are measured (rdflib's run: 160 s for the
+    tree, 122 s for them). When none of their lines ran, the whole tree is measured again: whether any file of
+    the project ran decides between the coverage map and matching by file name, as before."""
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    m = tiny_manifest(tmp_path)
+    write_tree(tmp_path / "calc", {"calc/idle.py": "def never():\n    return 1\n"})
+    env = build_local_env(m, load_settings())
+    baseline = load_baseline(env)
+    whole = collect_coverage(m, env.python, env.checkout.path, baseline)
+    assert {"calc/ops.py", "tests/test_ops.py"} <= set(whole.lines)
+    ops = collect_coverage(m, env.python, env.checkout.path, baseline, measure={"calc/ops.py"})
+    assert set(ops.lines) == {"calc/ops.py"} and ops.lines["calc/ops.py"] == whole.lines["calc/ops.py"]
+    idle = collect_coverage(m, env.python, env.checkout.path, baseline, measure={"calc/idle.py"})
+    assert idle.kind == "coverage" and idle.lines == whole.lines   # the whole run: ops.py ran

@@ -161,7 +161,7 @@ def _build_project(manifest: Manifest, settings: Settings, backend: str, include
     say(f"{len(selection.candidates)} candidate functions")
     if not selection.candidates:
         raise no_candidates(manifest, selection, len(analysis.functions))
-    covmap = _coverage(manifest, env, baseline, logs, kept, say)
+    covmap = _coverage(manifest, env, baseline, logs, kept, say, selection.candidates)
     lap("coverage map")
     durations = {n: o.duration for n, o in covmap.outcomes.items()}  # what the evaluation's limits use
     mapped, capped = _map_all(manifest, selection.candidates, covmap,
@@ -254,14 +254,17 @@ def _say(manifest: Manifest, on_event: Listener) -> Callable[..., None]:
     return lambda text, level="info": on_event(Note(manifest.name, text, level))
 
 
-def _coverage(manifest: Manifest, env: LocalEnv, baseline, logs: Path, kept: _Kept, say) -> CoverageMap:
-    """The test mapping: kept by the interrupted build with the same inputs, else one coverage run."""
+def _coverage(manifest: Manifest, env: LocalEnv, baseline, logs: Path, kept: _Kept, say,
+              candidates: list[Candidate]) -> CoverageMap:
+    """The test mapping: kept by the interrupted build with the same inputs, else one coverage run of the
+    candidates' files."""
     covmap = CoverageMap.from_json(kept.records["coverage"]) if "coverage" in kept.records else None
     if covmap is not None:
         say("test mapping taken from the interrupted build")
         return covmap
     say("mapping tests (one coverage run of the suite)")
-    covmap = collect_coverage(manifest, env.python, env.checkout.path, baseline, log=logs / "coverage.log")
+    covmap = collect_coverage(manifest, env.python, env.checkout.path, baseline, log=logs / "coverage.log",
+                              measure={c.function.file for c in candidates})
     kept.keep("coverage", covmap.to_json())
     return covmap
 
