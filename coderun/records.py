@@ -341,6 +341,7 @@ class Evidence(Record):
     tampering: list[Finding] = Field(default_factory=list)  # signs the sample touched the project or tests
     integrity_ms: float | None = None        # the reporter's integrity check (snapshot + verifies), its cost
     differential: dict | None = None         # the differential step's record (observations per input)
+    collect_seconds: float | None = None     # start-up and collection, from the reporter's `collected` record
 
     def machinery(self) -> list[Finding]:
         """The findings that mean the outcomes may be forged (see FindingKind.machinery)."""

@@ -22,7 +22,7 @@ from coderun.manifests.schema import load_manifest
 from coderun.records import TaskStatus
 from coderun.runner.splice import blank_body
 from coderun.tasks import build_tasks, load_tasks
-from coderun.tasks.sandbox_runs import stub_run_limit
+from coderun.tasks.sandbox_runs import stub_collect_limit, stub_run_limit
 from coderun.tasks.trivial import (
     RAISE,
     annotation_type,
@@ -281,14 +281,66 @@ def test_a_trivial_body_that_loops_is_stopped_at_a_limit_from_the_original_time(
     """A trivial body that loops (`return items` where the caller waits for None) sat out the evaluation's
     10 s per-test timeout in every build (122 of 163 s of cachetools' verification): its run only decides
     whether the body is caught, and the original took milliseconds."""
-    write_tree(tmp_path / "lib", DRAIN)
+    task, logs = _built(tmp_path, monkeypatch, DRAIN, "pop_oldest", timeout=30)
+    assert task.status is TaskStatus.VERIFIED and task.trivial_passes == []
+    timed_out = [text for text in logs if "(coderun per-test timeout)" in text]
+    assert timed_out and all("Timeout: test exceeded 0.5 s" in text for text in timed_out), timed_out
+
+
+SLOTS = {
+    "lib/__init__.py": "",
+    "lib/slots.py": f'''def next_free(used, start):
+    {DOC.format(what="first number from start that is not a key of used")}
+    n = start
+    while n in used:
+        n += 1
+    return n
+
+
+SLOTS = {{}}
+_n = 0
+while len(SLOTS) < 3:  # with `return None` for a body, None is taken again and again: a loop at import
+    _n = next_free(SLOTS, _n)
+    SLOTS[_n] = True
+''',
+    "tests/test_slots.py": '''from lib.slots import SLOTS, next_free
+
+
+def test_slots_are_the_first_numbers():
+    assert sorted(SLOTS) == [0, 1, 2]
+
+
+def test_next_free_skips_the_used():
+    assert next_free({3: True, 4: True}, 3) == 5
+''',
+}
+
+
+def test_the_collection_limit_follows_the_originals_collection():
+    assert stub_collect_limit(None) == 0.0   # no run of the original on these tests: no collection limit
+    assert stub_collect_limit(0.4) == pytest.approx(5.0)
+    assert stub_collect_limit(2.0) == pytest.approx(10.0)
+
+
+@pytest.mark.slow
+def test_a_trivial_body_that_loops_at_import_is_stopped_at_a_collection_limit(tmp_path, monkeypatch):
+    """zope.interface's `return None` in its C3 merge loops while the test modules import it: no test's limit is
+    armed yet, and each such run sat out the whole run's limit (56 s, three times per build). The collection
+    has a limit of its own, from the original's: the loop ends there and counts as caught."""
+    task, logs = _built(tmp_path, monkeypatch, SLOTS, "next_free", timeout=60)
+    assert task.status is TaskStatus.VERIFIED and task.trivial_passes == []
+    stopped = [text for text in logs if "(coderun collection timeout)" in text]
+    assert len(stopped) == 1 and "Timeout: collection exceeded 5 s" in stopped[0], logs
+    assert "timed out: False" in stopped[0]   # the collection's limit, not the whole run's
+
+
+def _built(tmp_path, monkeypatch, tree: dict, name: str, *, timeout: int):
+    """The task `name` of a project `lib` made of `tree`, built without pass+, and the build's run logs."""
+    write_tree(tmp_path / "lib", tree)
     (tmp_path / "lib.yaml").write_text(f"name: lib\nsource: {{path: {tmp_path / 'lib'}}}\npython: '3.11'\n"
-                                       "tests:\n  paths: [tests]\n  timeout_per_test: 30\n")
+                                       f"tests:\n  paths: [tests]\n  timeout_per_test: {timeout}\n")
     monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
     settings = load_settings()
     build_tasks(load_manifest(tmp_path / "lib.yaml"), settings, rigor=False)
-    task = next(t for t in load_tasks(settings, status="all") if t.name == "pop_oldest")
-    assert task.status is TaskStatus.VERIFIED and task.trivial_passes == []
-    logs = [p.read_text() for p in sorted((settings.runs / "tasks" / "lib").glob("run-*.log"))]
-    timed_out = [text for text in logs if "(coderun per-test timeout)" in text]
-    assert timed_out and all("Timeout: test exceeded 0.5 s" in text for text in timed_out), timed_out
+    task = next(t for t in load_tasks(settings, status="all") if t.name == name)
+    return task, [p.read_text() for p in sorted((settings.runs / "tasks" / "lib").glob("run-*.log"))]

@@ -7,6 +7,9 @@ removed from os.environ as soon as it is imported (before conftest files or test
     CODERUN_REPORT          path of the report file (JSON lines, opened once for appending)
     CODERUN_REPORT_TOKEN    a random token copied into every record, so stray lines are ignored
     CODERUN_TEST_TIMEOUT    seconds allowed per test (setup + call + teardown); 0 disables
+    CODERUN_COLLECT_TIMEOUT seconds allowed from here to the end of collection (conftest files, test modules
+                            and what they import); unset or 0 disables. Set for coderun's own bodies only
+                            (a task build's stub that loops at import): a hang there fails every test
     CODERUN_DIFF            path of the differential step's payload (JSON, read at once; see below)
     CODERUN_TRUSTED         "1": the code under test is coderun's own (a task build's stub, trivial body or
                             the original in a pass+ run), so the test-code snapshot (coderun_testcode) is
@@ -46,6 +49,7 @@ import coderun_testcode as testcode
 import pytest
 
 _TOKEN, _TIMEOUT, _ROOT, _FD, _STDERR, _TRUSTED = "", 0.0, "", -1, None, False
+_COLLECT_TIMEOUT, _ARMED_AT = 0.0, 0.0
 # The payload as read: (its text, the reason it could not be read) or None without CODERUN_DIFF. Kept as an
 # immutable string (parsed at the end), so the sample's code can neither edit it in place nor rebind it
 # unseen (the reporter's globals are watched).
@@ -64,7 +68,8 @@ def _read_payload(path: str) -> tuple[str, str]:
 def _arm() -> None:
     """Read (and remove) the three variables. Called on import; coderun's worker, which imports this
     module once per task before forking a process per sample, calls it again in each of them."""
-    global _TOKEN, _TIMEOUT, _ROOT, _FD, _STDERR, _DIFF, _TRUSTED
+    global _TOKEN, _TIMEOUT, _ROOT, _FD, _STDERR, _DIFF, _TRUSTED, _COLLECT_TIMEOUT, _ARMED_AT
+    _ARMED_AT = time.monotonic()
     path = os.environ.pop("CODERUN_REPORT", "")
     diff = os.environ.pop("CODERUN_DIFF", "")
     _DIFF = _read_payload(diff) if diff else None
@@ -75,9 +80,24 @@ def _arm() -> None:
     _FD = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600) if path else -1
     # The real stderr, kept before pytest captures fd 2, so faulthandler's dump reaches the parent.
     _STDERR = os.fdopen(os.dup(2), "w") if _TIMEOUT > 0 else None
+    _COLLECT_TIMEOUT = float(os.environ.pop("CODERUN_COLLECT_TIMEOUT", "0") or 0)
+    if _COLLECT_TIMEOUT > 0:
+        _arm_alarm(_COLLECT_TIMEOUT, _on_collect_alarm)
 
 
-_arm()
+def _arm_alarm(seconds: float, handler) -> None:
+    """SIGALRM in `seconds`; if it is swallowed or the process hangs in C code, faulthandler ends the
+    process five seconds later with every thread's stack."""
+    signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    faulthandler.dump_traceback_later(seconds + 5, exit=True, file=_STDERR or sys.stderr)
+
+
+def _disarm_alarm() -> None:
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    faulthandler.cancel_dump_traceback_later()
+
+
 _MAX_MESSAGE = 4000
 _MAX_LINES = 40
 
@@ -108,6 +128,10 @@ class TestTimeout(BaseException):
 
 def _on_alarm(signum, frame):
     raise TestTimeout(_MESSAGES["timeout"].format(seconds=f"{_TIMEOUT:g}"))
+
+
+def _on_collect_alarm(signum, frame):
+    raise TestTimeout(_MESSAGES["collect_timeout"].format(seconds=f"{_COLLECT_TIMEOUT:g}"))
 
 
 _isinstance, _type, _list, _len = isinstance, type, list, len   # bound before any sample's code runs
@@ -144,8 +168,10 @@ _MESSAGES = {
     "plugins": "pytest plugins registered during the tests ({where}): {names}",
     "forged": "{nodeid} ({when}): the call raised {error} but its report says {outcome}",
     "timeout": "Timeout: test exceeded {seconds} s (coderun per-test timeout)",
+    "collect_timeout": "Timeout: collection exceeded {seconds} s (coderun collection timeout)",
     "tests": "{what} ({where})",
 }
+_arm()   # at import, before any conftest or test module (with what the collection limit's alarm needs above)
 
 
 def _check_tampering(config, where: str) -> None:
@@ -271,7 +297,11 @@ def pytest_collectreport(report):
 
 def pytest_collection_finish(session):
     """Name every plugin registered during collection: the project's conftest files, or something the
-    sample registered while its module was imported (the parent tells them apart)."""
+    sample registered while its module was imported (the parent tells them apart). `seconds`: since the
+    reporter was armed, i.e. what starting pytest and collecting took (the limit of coderun's own bodies'
+    collection is a multiple of the original's)."""
+    if _COLLECT_TIMEOUT > 0:
+        _disarm_alarm()
     pm = session.config.pluginmanager
     plugins = pm.get_plugins()
     _state["plugins_after_collection"] = {id(p) for p in plugins}
@@ -279,7 +309,7 @@ def pytest_collection_finish(session):
     added = [{"name": str(pm.get_name(p)), "module": _module_of(p), "file": str(getattr(p, "__file__", "") or "")}
              for p in plugins if id(p) not in before and not _is_pytest_own(p)]
     _emit("collected", nodeids=[_report_ids.get(item.nodeid, item.nodeid) for item in session.items],
-          plugins=added)
+          plugins=added, seconds=round(time.monotonic() - _ARMED_AT, 3))
     if _TRUSTED:  # coderun's own body: nothing to guard the tests against (build runs, 18% of their time)
         return
     for what in testcode.take(list(session.items), _ROOT, session.config.getoption("coderun_sample")):
@@ -304,10 +334,7 @@ def pytest_runtest_logstart(nodeid, location):
 def pytest_runtest_protocol(item, nextitem):
     """Arm the per-test alarm around setup, call and teardown."""
     if _TIMEOUT > 0:
-        signal.signal(signal.SIGALRM, _on_alarm)
-        signal.setitimer(signal.ITIMER_REAL, _TIMEOUT)
-        # If the alarm is swallowed or the test hangs in C code, dump the stacks and end the process.
-        faulthandler.dump_traceback_later(_TIMEOUT + 5, exit=True, file=_STDERR or sys.stderr)
+        _arm_alarm(_TIMEOUT, _on_alarm)
     try:
         yield
     finally:
@@ -316,8 +343,7 @@ def pytest_runtest_protocol(item, nextitem):
 
 def _disarm() -> None:
     if _TIMEOUT > 0:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        faulthandler.cancel_dump_traceback_later()
+        _disarm_alarm()
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)

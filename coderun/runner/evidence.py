@@ -78,6 +78,7 @@ class SampleRun:
                                       # the file is project code to the test-code checks, not a sample's
     trusted: bool = False             # the body is coderun's own (a task build's stub or trivial body, a pass+
                                       # run): the reporter skips its test-code snapshot. Never for a sample
+    collect_timeout: float = 0.0      # seconds to the end of collection (0: none); coderun's own bodies only
 
 
 def sample_command(python: str, run: SampleRun) -> list[str]:
@@ -109,13 +110,15 @@ def install_reporter(sandbox: Sandbox) -> str:
 
 
 def reporter_env(sandbox: Sandbox, run: SampleRun) -> dict[str, str]:
-    """The reporter's variables a run adds: CODERUN_TRUSTED for coderun's own bodies, and the one that arms
-    the differential step, its payload written into the harness folder (once per sandbox and payload). The
-    payload holds the inputs and where the function is, never what the original did on them: that stays on
+    """The reporter's variables a run adds: CODERUN_TRUSTED and a collection limit for coderun's own bodies,
+    and the one that arms the differential step, its payload written into the harness folder (once per
+    sandbox and payload). The payload holds the inputs and where the function is, never what the original did on them: that stays on
     the host, so nothing a sample reads in the sandbox tells it what to answer."""
-    trusted = {"CODERUN_TRUSTED": "1"} if run.trusted else {}
+    own = {"CODERUN_TRUSTED": "1"} if run.trusted else {}
+    if run.collect_timeout > 0:
+        own["CODERUN_COLLECT_TIMEOUT"] = f"{run.collect_timeout:.3f}"
     if not run.differential:
-        return trusted
+        return own
     harness = install_reporter(sandbox)
     data = run.differential.encode("utf-8")
     path = posixpath.join(harness, f"coderun_diff_{hashlib.sha256(data).hexdigest()[:16]}.json")
@@ -123,7 +126,7 @@ def reporter_env(sandbox: Sandbox, run: SampleRun) -> dict[str, str]:
     if path not in written:
         sandbox.write_files({path: data})
         written.add(path)
-    return {**trusted, "CODERUN_DIFF": path}
+    return {**own, "CODERUN_DIFF": path}
 
 
 def read_records(report: str, token: str) -> list[dict]:
@@ -151,7 +154,16 @@ def build_evidence(run: SampleRun, result: ExecResult, records: list[dict], pris
                     timed_out=result.timed_out or test_timed_out, duration=result.duration,
                     log_tail=_tail(result), log_path=str(run.log_path) if run.log_path else None,
                     tampering=list(dict.fromkeys(findings)), integrity_ms=_integrity_ms(records),
-                    differential=_differential(records))
+                    differential=_differential(records), collect_seconds=_collect_seconds(records))
+
+
+def _collect_seconds(records: list[dict]) -> float | None:
+    """From the reporter's start to the end of collection (its `collected` record), None without one."""
+    for rec in records:
+        if rec.get("kind") == "collected":
+            with contextlib.suppress(TypeError, ValueError):
+                return float(rec["seconds"])
+    return None
 
 
 def _differential(records: list[dict]) -> dict | None:

@@ -30,6 +30,9 @@ from coderun.tasks.verify import STUB_RUN, TRIVIAL_RUN
 STUB_RUN_SECONDS, STUB_RUN_FLOOR = 60.0, 10.0
 # Per-test limit of a stubbed body's run: this many times the slowest test's baseline time, at least the floor.
 STUB_TEST_FACTOR, STUB_TEST_FLOOR = 5.0, 0.5
+# Collection limit of a stubbed body's run: this many times the original's start-up and collection of the same
+# tests, at least the floor (compiling the changed file is the only new work there).
+STUB_COLLECT_FACTOR, STUB_COLLECT_FLOOR = 5.0, 5.0
 
 
 # The kinds of run a task build makes, in the order they come (`SandboxTests.by_kind`).
@@ -76,6 +79,15 @@ def stub_run_limit(durations: list[float], original_run: float | None = None) ->
     return limit if original_run is None else min(limit, STUB_RUN_FLOOR + 5 * original_run)
 
 
+def stub_collect_limit(original_collect: float | None) -> float:
+    """The collection limit of a stubbed body's run (0: none, without a run of the original on the same tests
+    to go by). A body that loops when its module is imported (zope's C3 merge again) hangs before any test's
+    own limit is armed: it sat out the whole run's limit, 56 s, where the original collected in a second."""
+    if original_collect is None:
+        return 0.0
+    return max(STUB_COLLECT_FLOOR, STUB_COLLECT_FACTOR * original_collect)
+
+
 def stub_test_limit(durations: list[float], per_test: float) -> float:
     """The per-test limit of a stubbed body's run. Such a run only decides whether the stub is caught, and a
     timeout counts as caught: waiting out the evaluation's limit (10 s or more) for a stub that loops (a
@@ -116,8 +128,10 @@ def sandbox_tests(manifest: Manifest, settings: Settings, backend: str, env: Loc
         recorded = [max(durations.get(n, 1.0), seen.get(n, 0.0)) for n in nodeids]
         per_test, total = project.limits(recorded)
         key = (configuration, tuple(nodeids))
+        collect = 0.0
         if first_failure:
             per_test, total = stub_test_limit(recorded, per_test), min(total, stub_run_limit(recorded, whole.get(key)))
+            collect = stub_collect_limit(book.collected.get(key))
         with lock:  # verification's runs are run-N.log, pass+'s (exploring, confirming) pass-plus-N.log
             log = logs / f"{'pass-plus' if pass_plus else 'run'}-{next(counter):05d}.log"
         ev = project.run(pool, relfile=relfile, new_source=new_source, nodeids=nodeids,
@@ -130,7 +144,8 @@ def sandbox_tests(manifest: Manifest, settings: Settings, backend: str, env: Loc
                          # test code would fail every sample: the build stops there). Its other runs, like
                          # coderun's own bodies, skip them: the same tests and code have nothing more to tell,
                          # and they cost O(tests) after each test (rdflib: 30 s of a 113 s run).
-                         trusted=not (kind == SHARED and book.check_once(configuration)))
+                         trusted=not (kind == SHARED and book.check_once(configuration)),
+                         collect_limit=collect)
         _raise_if_unusable(manifest, ev, log)
         book.add(ev, kind, key if original and not pass_plus else None)
         return ev
@@ -146,10 +161,12 @@ def sandbox_tests(manifest: Manifest, settings: Settings, backend: str, env: Loc
 class _RunBook:
     """What the runs so far tell the next ones, and the build's time by kind. `seen`: each test's longest time
     in a run of the original on a task's own tests (the first test of a subset pays for module fixtures that
-    another test paid for in the baseline); `whole`: each such run's whole time."""
+    another test paid for in the baseline); `whole`: each such run's whole time; `collected`: its start-up
+    and collection."""
 
     seen: dict[str, float] = field(default_factory=dict)
     whole: dict[tuple[str, tuple[str, ...]], float] = field(default_factory=dict)
+    collected: dict[tuple[str, tuple[str, ...]], float] = field(default_factory=dict)
     kinds: dict[str, RunKindTime] = field(default_factory=dict)
     checked: set[str] = field(default_factory=set)   # configurations whose test code a run has checked
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -168,6 +185,8 @@ class _RunBook:
             if original is not None:
                 self.seen.update({t.nodeid: max(self.seen.get(t.nodeid, 0.0), t.duration) for t in ev.outcomes})
                 self.whole[original] = max(self.whole.get(original, 0.0), ev.duration)
+                if ev.collect_seconds is not None:
+                    self.collected[original] = max(self.collected.get(original, 0.0), ev.collect_seconds)
 
 
 def _raise_if_unusable(manifest: Manifest, ev: Evidence, log: Path) -> None:
