@@ -110,7 +110,9 @@ def become_template(w: SampleServer, req: dict, cmd_fd: int, answer_fd: int) -> 
     base, project = w.folders.pristine()
     output = ConfigOutput()
     os.chdir(project)
-    enter_project(w, req, base, project, child_env(w, req, base, project))
+    env = child_env(w, req, base, project)
+    env.pop("CODERUN_COLLECT_TIMEOUT", None)  # armed in each child as it resumes, never in the waiting template
+    enter_project(w, req, base, project, env)
     pause = Pause(w, set(sys.modules), project_packages(import_root(w, project)), output)
     code = call_pytest(req["args"], [pause])
     if not pause.resumed:  # pytest ended before the pause: the task runs without a template

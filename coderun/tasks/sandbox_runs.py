@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from coderun.config import Settings
 from coderun.envs.local import LocalEnv
@@ -24,6 +25,9 @@ from coderun.plus.inputs import EXPLORE_BUDGET
 from coderun.records import Evidence, Record
 from coderun.tasks.coverage_map import test_file
 from coderun.tasks.verify import STUB_RUN, TRIVIAL_RUN
+
+if TYPE_CHECKING:
+    from coderun.runner.project import RunProject
 
 # Whole-run limit of a run with a stubbed body, over five times its tests' baseline time (see stub_run_limit);
 # with a run of the original on the very same tests to go by, over five times that run's time.
@@ -112,7 +116,6 @@ def sandbox_tests(manifest: Manifest, settings: Settings, backend: str, env: Loc
     tree = project.tree
 
     book = _RunBook()
-    seen, whole = book.seen, book.whole
 
     def evidence(relfile: str | None, new_source: str | None, nodeids: list[str], *, first_failure: bool = False,
                  configuration: str = "", differential: str | None = None, extra_time: float = 0.0,
@@ -125,19 +128,17 @@ def sandbox_tests(manifest: Manifest, settings: Settings, backend: str, env: Loc
         relfile = relfile or test_file(nodeids[0])
         if new_source is None:
             new_source = (tree / relfile).read_text(encoding="utf-8")
-        recorded = [max(durations.get(n, 1.0), seen.get(n, 0.0)) for n in nodeids]
-        per_test, total = project.limits(recorded)
         key = (configuration, tuple(nodeids))
-        collect = 0.0
-        if first_failure:
-            per_test, total = stub_test_limit(recorded, per_test), min(total, stub_run_limit(recorded, whole.get(key)))
-            collect = stub_collect_limit(book.collected.get(key))
+        per_test, total, collect = book.limits(project, durations, key, first_failure)
         with lock:  # verification's runs are run-N.log, pass+'s (exploring, confirming) pass-plus-N.log
             log = logs / f"{'pass-plus' if pass_plus else 'run'}-{next(counter):05d}.log"
         ev = project.run(pool, relfile=relfile, new_source=new_source, nodeids=nodeids,
                          limits=(per_test, total + extra_time), log_path=log, configuration=configuration,
                          pytest_args=["-x"] if first_failure else [], differential=differential,
-                         template=False,  # no two runs alike: a template would not pay off
+                         # A task's stub and trivial bodies run the same tests with the same arguments, one
+                         # after another: pytest is configured once for them (the pool lends them the worker
+                         # that keeps their template). The original's runs are each alike no other.
+                         template=first_failure,
                          sample=not original,  # a test file written back is not a sample's file
                          # One run of the original keeps the test-code checks: the first shared run of each
                          # configuration, which takes every mapped test (a test or dependency that changes
@@ -177,6 +178,17 @@ class _RunBook:
             first = configuration not in self.checked
             self.checked.add(configuration)
             return first
+
+    def limits(self, project: RunProject, durations: dict[str, float], key: tuple[str, tuple[str, ...]],
+               first_failure: bool) -> tuple[float, float, float]:
+        """(per test, whole run, collection) limits of a run of the tests `key` names: the evaluation's, or,
+        for a stubbed body's run (`first_failure`), those the original's times give (collection: 0, none)."""
+        recorded = [max(durations.get(n, 1.0), self.seen.get(n, 0.0)) for n in key[1]]
+        per_test, total = project.limits(recorded)
+        if not first_failure:
+            return per_test, total, 0.0
+        return (stub_test_limit(recorded, per_test), min(total, stub_run_limit(recorded, self.whole.get(key))),
+                stub_collect_limit(self.collected.get(key)))
 
     def add(self, ev: Evidence, kind: str, original: tuple[str, tuple[str, ...]] | None) -> None:
         """A run that ended; `original`: its (configuration, node ids) when it ran the original for verification."""

@@ -59,6 +59,12 @@ class WorkerLost(Exception):
     """The worker could not start, died, or did not answer in time: the sample goes to the naive path."""
 
 
+def _template_key(run: SampleRun) -> tuple | None:
+    """What the worker's template is made for (coderun_template keys it by the same: the arguments, which name
+    the tests, the environment and the file replaced); None for a run without one: the worker then keeps none."""
+    return (run.relfile, run.pytest_args, tuple(run.nodeids), tuple(sorted(run.env.items()))) if run.template else None
+
+
 class WorkerPool:
     """Up to `jobs` workers per project, each lent to one sample at a time."""
 
@@ -83,7 +89,7 @@ class WorkerPool:
     def run(self, project: str, run: SampleRun) -> Evidence:
         if project in self._broken:
             return self._fallback(project, run, self._broken[project])
-        worker = self._lend(project)
+        worker = self._lend(project, _template_key(run))
         try:
             if not worker.started:
                 worker.start(run.env)
@@ -99,10 +105,14 @@ class WorkerPool:
                 with self._lock:
                     self._free[project].append(worker)
 
-    def _lend(self, project: str) -> Worker:
+    def _lend(self, project: str, key: tuple | None) -> Worker:
+        """A free worker, the one whose template fits the run if one does (its runs fork from it), else the
+        last returned; a new one when none is free."""
         with self._lock:
-            if self._free[project]:
-                return self._free[project].pop()
+            free = self._free[project]
+            fits = [i for i, w in enumerate(free) if key is not None and w.template_key == key]
+            if free:
+                return free.pop(fits[-1] if fits else -1)
             slot = sum(1 for w in self._all if w.spec.project == project)
             worker = Worker(self.backend, replace(self.specs[project], slot=slot))
             self._all.append(worker)
@@ -127,6 +137,7 @@ class Worker:
         self.failed_start = False
         self.env: dict[str, str] = {}
         self.pid = 0
+        self.template_key: tuple | None = None   # the template the worker keeps, if any (_template_key)
 
     def start(self, env: dict[str, str]) -> None:
         """Start the sandbox (once) and the worker process in it; wait for its hello."""
@@ -177,6 +188,7 @@ class Worker:
             args=sample_command(self.sandbox.python, run)[3:], output_limit=self.spec.limits.output_limit,
             template=run.template, files=dict(run.files))
         self.channel.send(req)
+        self.template_key = _template_key(run)
         msg = self.channel.receive(time.monotonic() + run.timeout + _GRACE)
         answer = protocol.parse_result(msg, token)
         if answer is None:
