@@ -53,6 +53,14 @@ def coderun_env(home: Path, code: Path | None) -> dict[str, str]:
     return env
 
 
+def run_coderun(argv: list[str], home: Path, code: Path | None, **kwargs) -> subprocess.CompletedProcess:
+    """`python ARGV` for the checkout `code` (default: this one). It runs in that checkout: `-m` and `-c` put the
+    working directory first on sys.path, so from another checkout's root its `coderun` would be imported
+    instead of the one PYTHONPATH names (every `--code` build run from this repository's root ran this code)."""
+    cwd = code or Path(__file__).resolve().parents[1]
+    return subprocess.run([sys.executable, *argv], env=coderun_env(home, code), cwd=cwd, check=False, **kwargs)
+
+
 def shipped_projects(code: Path) -> list[str]:
     """The names of the built-in manifests of a checkout, sorted as `tasks build --all` takes them."""
     names = [yaml.safe_load(p.read_text())["name"] for p in (code / "projects").glob("*.yaml")]
@@ -102,8 +110,8 @@ def build_one(project: str, home: Path, code: Path | None, jobs: int, logs: Path
     load = os.getloadavg()[0]
     start, cpu, jiffies = time.monotonic(), children_cpu(), cpu_jiffies()
     with (logs / f"{project}.log").open("w") as log:
-        rc = subprocess.run([sys.executable, "-m", "coderun", "tasks", "build", project, "-j", str(jobs)],
-                            env=coderun_env(home, code), stdout=log, stderr=subprocess.STDOUT, check=False).returncode
+        rc = run_coderun(["-m", "coderun", "tasks", "build", project, "-j", str(jobs)], home, code,
+                         stdout=log, stderr=subprocess.STDOUT).returncode
     return {"project": project, "seconds": round(time.monotonic() - start, 1), "rc": rc,
             "cpu_seconds": round(children_cpu() - cpu, 1), "machine_busy": machine_busy(jiffies, cpu_jiffies()),
             "load_before": round(load, 2), "load_after": round(os.getloadavg()[0], 2),
@@ -143,8 +151,8 @@ def whole(args) -> int:
           f"{os.cpu_count()} cores", flush=True)
     load, start, cpu, jiffies = os.getloadavg()[0], time.monotonic(), children_cpu(), cpu_jiffies()
     with home.with_suffix(".log").open("w") as log:
-        rc = subprocess.run([sys.executable, "-m", "coderun", "tasks", "build", *projects],
-                            env=coderun_env(home, code), stdout=log, stderr=subprocess.STDOUT, check=False).returncode
+        rc = run_coderun(["-m", "coderun", "tasks", "build", *projects], home, code,
+                         stdout=log, stderr=subprocess.STDOUT).returncode
     total = {"projects": projects, "seconds": round(time.monotonic() - start, 1), "rc": rc,
              "cpu_seconds": round(children_cpu() - cpu, 1), "machine_busy": machine_busy(jiffies, cpu_jiffies()),
              "load_before": round(load, 2), "load_after": round(os.getloadavg()[0], 2)}
@@ -164,15 +172,16 @@ def stored_reports(home: Path, code: Path | None) -> dict[str, dict]:
     """project -> its stored build report (seconds, stage_seconds, ...)."""
     script = ("import json; from coderun.config import load_settings; from coderun.tasks.store import build_reports;"
               "print(json.dumps({p: json.loads(r) for p, r in build_reports(load_settings()).items()}))")
-    done = subprocess.run([sys.executable, "-c", script], env=coderun_env(home, code), capture_output=True,
-                          text=True, check=True)
+    done = run_coderun(["-c", script], home, code, capture_output=True, text=True)
+    done.check_returncode()
     return json.loads(done.stdout)
 
 
 def stored_tasks(home: Path, code: Path | None) -> dict[str, dict[str, dict]]:
     """project -> task id -> the task's listed fields, every status."""
-    done = subprocess.run([sys.executable, "-m", "coderun", "tasks", "list", "--json", "--status", "all"],
-                          env=coderun_env(home, code), capture_output=True, text=True, check=True)
+    done = run_coderun(["-m", "coderun", "tasks", "list", "--json", "--status", "all"], home, code,
+                       capture_output=True, text=True)
+    done.check_returncode()
     tasks: dict[str, dict[str, dict]] = {}
     for line in done.stdout.splitlines():
         t = json.loads(line)
