@@ -66,7 +66,7 @@ def _read_payload(path: str) -> tuple[str, str]:
 
 
 def _arm() -> None:
-    """Read (and remove) the three variables. Called on import; coderun's worker, which imports this
+    """Read (and remove) the variables above, and start the collection limit's alarm. Called on import; coderun's worker, which imports this
     module once per task before forking a process per sample, calls it again in each of them."""
     global _TOKEN, _TIMEOUT, _ROOT, _FD, _STDERR, _DIFF, _TRUSTED, _COLLECT_TIMEOUT, _ARMED_AT
     _ARMED_AT = time.monotonic()

@@ -112,8 +112,8 @@ def install_reporter(sandbox: Sandbox) -> str:
 def reporter_env(sandbox: Sandbox, run: SampleRun) -> dict[str, str]:
     """The reporter's variables a run adds: CODERUN_TRUSTED and a collection limit for coderun's own bodies,
     and the one that arms the differential step, its payload written into the harness folder (once per
-    sandbox and payload). The payload holds the inputs and where the function is, never what the original did on them: that stays on
-    the host, so nothing a sample reads in the sandbox tells it what to answer."""
+    sandbox and payload). The payload holds the inputs and where the function is, never what the original
+    did on them: that stays on the host, so nothing a sample reads in the sandbox tells it what to answer."""
     own = {"CODERUN_TRUSTED": "1"} if run.trusted else {}
     if run.collect_timeout > 0:
         own["CODERUN_COLLECT_TIMEOUT"] = f"{run.collect_timeout:.3f}"

@@ -137,7 +137,7 @@ def sandbox_tests(manifest: Manifest, settings: Settings, backend: str, env: Loc
                          pytest_args=["-x"] if first_failure else [], differential=differential,
                          # A task's stub and trivial bodies run the same tests with the same arguments, one
                          # after another: pytest is configured once for them (the pool lends them the worker
-                         # that keeps their template). The original's runs are each alike no other.
+                         # that keeps their template). No two runs of the original share their tests.
                          template=first_failure,
                          sample=not original,  # a test file written back is not a sample's file
                          # One run of the original keeps the test-code checks: the first shared run of each

@@ -110,8 +110,8 @@ class WorkerPool:
         last returned; a new one when none is free."""
         with self._lock:
             free = self._free[project]
-            fits = [i for i, w in enumerate(free) if key is not None and w.template_key == key]
             if free:
+                fits = [i for i, w in enumerate(free) if w.template_key == key] if key is not None else []
                 return free.pop(fits[-1] if fits else -1)
             slot = sum(1 for w in self._all if w.spec.project == project)
             worker = Worker(self.backend, replace(self.specs[project], slot=slot))
