@@ -119,6 +119,8 @@ def test_ground_truth_scores_100_and_blank_bodies_0(project, tmp_path):
     report = json.loads((tmp_path / "gt" / "report.json").read_text())
     assert report["overall"]["pass@k"]["1"] == 1.0
     assert report["overall"]["acc@k"]["1"]["overall"] == 1.0
+    # One code per task: no pytest template is kept for codes that will not come.
+    assert not any("configured once" in p.read_text() for p in (tmp_path / "gt" / "logs").rglob("*.log"))
     _eval(["--blank", "--run-dir", str(tmp_path / "blank"), "--projects", str(manifest.parent)])
     report = json.loads((tmp_path / "blank" / "report.json").read_text())
     assert report["overall"]["pass@k"]["1"] == 0.0
@@ -145,6 +147,9 @@ def test_samples_are_graded_deduplicated_and_bad_lines_reported(project, tmp_pat
     run = tmp_path / "run"
     logs = sorted(p.name for p in (run / "logs").rglob("*.log"))
     assert len(logs) == 3  # the duplicate ran once; the syntax failure never ran
+    # mean's two codes share a pytest template in their worker (the first sets it up).
+    mean_logs = [p.read_text() for p in (run / "logs").rglob("*.log") if "mean" in p.parent.name]
+    assert len(mean_logs) == 2 and all("configured once" in text for text in mean_logs)
     assert (run / "report.md").is_file() and list((run / "spliced").rglob("*.py"))
     per_sample = CliRunner().invoke(app, ["report", str(run), "--per-sample", "--format", "json"])
     rows = [json.loads(line) for line in per_sample.stdout.splitlines() if line.strip()]

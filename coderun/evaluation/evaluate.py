@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import textwrap
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -226,6 +227,7 @@ class _Unit:
     samples: list[RunSample]
     inputs: TaskInputs | None = None    # the differential step's (pass+)
     rigor: str = "base"                 # which verdict is the headline
+    template: bool = True               # more units of the task follow: keep a pytest template for them
 
     @property
     def cost(self) -> float:
@@ -243,8 +245,9 @@ def execute(store: RunStore, settings: Settings, *, jobs: int | None = None, clu
     # naive: every sample runs, as the reference
     units = _units(store, tasks, dedupe=config.executor is not Executor.NAIVE)
     inputs = {t.task_id: t.inputs for t in run_tasks}
+    per_task = Counter(u.task.task_id for u in units)
     for u in units:
-        u.inputs, u.rigor = inputs.get(u.task.task_id), config.rigor
+        u.inputs, u.rigor, u.template = inputs.get(u.task.task_id), config.rigor, per_task[u.task.task_id] > 1
     summary = RunSummary(store.path)
     projects = projects_of_run(store, [u.task.project for u in units], settings, tasks)
     summary.problems += _record_environments(store, projects) + _not_runnable_notes(units, projects)
@@ -385,7 +388,7 @@ def _evaluate_unit(unit: _Unit, store: RunStore, pool: Pool, project: RunProject
     task, first = unit.task, unit.samples[0]
     started = time.monotonic()
     log = store.path / "logs" / task_slug(task.task_id) / f"{first.index}.log"
-    judged = judge(task, unit.code, project, pool, inputs=unit.inputs, log=log)
+    judged = judge(task, unit.code, project, pool, inputs=unit.inputs, log=log, template=unit.template)
     spliced_path = None
     if judged.new_source is not None:
         spliced_path = store.path / "spliced" / task_slug(task.task_id) / f"{first.index}.py"

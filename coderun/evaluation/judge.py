@@ -33,10 +33,11 @@ class Judged:
 
 
 def judge(task: Task, code: str, project: RunProject, pool: Pool, *, inputs: TaskInputs | None,
-          log: Path) -> Judged:
+          log: Path, template: bool = True) -> Judged:
     """The verdicts of `code` as the body of `task`'s target. `log` names the first configuration's log
     (`<log stem>.<configuration>.log` the others'); the differential step runs after the first
-    configuration's tests, on `inputs` (pass+)."""
+    configuration's tests, on `inputs` (pass+). `template`: other codes of the task will follow, so the
+    worker keeps a pytest template of the task's run for them (a template costs a process of its own)."""
     not_here = _not_runnable_here(task, project)
     if not_here is not None:
         return not_here
@@ -52,7 +53,8 @@ def judge(task: Task, code: str, project: RunProject, pool: Pool, *, inputs: Tas
         for i, conf in enumerate(task.runs()):
             log_path = log if i == 0 else log.with_name(f"{log.stem}.{conf.name}{log.suffix}")
             log_path.parent.mkdir(parents=True, exist_ok=True)
-            evidence = _run(task, pool, project, spliced.new_source, log_path, conf, inputs if i == 0 else None)
+            evidence = _run(task, pool, project, spliced.new_source, log_path, conf, inputs if i == 0 else None,
+                            template)
             first_ev = first_ev or evidence
             verdict = grade(conf.tests, evidence, site)
             if verdict.verdict is not VerdictKind.PASS:
@@ -85,14 +87,15 @@ def _not_runnable_here(task: Task, project: RunProject) -> Judged | None:
 
 
 def _run(task: Task, pool: Pool, project: RunProject, new_source: str, log_path: Path, conf: ConfigurationTests,
-         inputs: TaskInputs | None) -> Evidence:
+         inputs: TaskInputs | None, template: bool) -> Evidence:
     per_test, total = project.limits([task.test_durations.get(n, 1.0) for n in conf.tests])
     payload = check_payload(inputs.target, inputs.inputs, inputs.limit, inputs.budget) if inputs else None
     # --maxfail=1: one failing expected test decides the verdict and its class, so a wrong sample does not
     # also spend every other test's time limit.
     return project.run(pool, relfile=task.file, new_source=new_source, nodeids=conf.tests,
                        limits=(per_test, total + (inputs.budget if inputs else 0.0)), log_path=log_path,
-                       configuration=conf.name, pytest_args=("--maxfail=1",), differential=payload)
+                       configuration=conf.name, pytest_args=("--maxfail=1",), differential=payload,
+                       template=template)
 
 
 def _log_differential(log_path: Path, plus: Verdict, inputs: TaskInputs, evidence: Evidence | None) -> None:
