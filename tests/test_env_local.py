@@ -44,10 +44,12 @@ def test_build_records_baseline_and_is_reused(tmp_path, monkeypatch):
     assert recorded.version_of("coverage") and recorded.python.startswith("3.11.")
     # The project is imported from the tree, never installed into the venv.
     assert not list((env.path / "venv").glob("lib/python*/site-packages/calc"))
+    # uv resolved and installed the named tooling (pytest, coverage): pip was not needed.
+    assert "pytest" in (env.logs / "uv.log").read_text() and not (env.logs / "pip.log").exists()
     # A changed `tests` section records the baseline again and keeps the venv.
-    pip_log = (env.logs / "pip.log").stat().st_mtime_ns
+    pip_log = (env.logs / "uv.log").stat().st_mtime_ns
     again = build_local_env(tiny_manifest(tmp_path), s)
-    assert again.path == env.path and (env.logs / "pip.log").stat().st_mtime_ns == pip_log
+    assert again.path == env.path and (env.logs / "uv.log").stat().st_mtime_ns == pip_log
     assert load_baseline(again).counts()["passed"] == 3 and find_local_env(tiny_manifest(tmp_path), s) == again
 
 
@@ -147,9 +149,9 @@ def test_a_failed_baseline_is_run_again_in_the_installed_venv(tmp_path, monkeypa
         build_local_env(load_manifest(f), s)
     assert "tset is not in the tree" in e.value.message and "tests.paths" in e.value.hint
     env_dirs = list(s.envs.iterdir())
-    pip_log = (env_dirs[0] / "logs" / "pip.log").stat().st_mtime_ns
+    pip_log = (env_dirs[0] / "logs" / "uv.log").stat().st_mtime_ns
     env = build_local_env(tiny_manifest(tmp_path), s)
-    assert [env.path] == env_dirs and (env.logs / "pip.log").stat().st_mtime_ns == pip_log
+    assert [env.path] == env_dirs and (env.logs / "uv.log").stat().st_mtime_ns == pip_log
     assert load_baseline(env).counts()["passed"] == 3
 
 
@@ -163,12 +165,12 @@ def test_supplementary_tests_do_not_rebuild_the_environment(tmp_path, monkeypatc
     write_tree(tmp_path / "m", {"calc.yaml": "name: calc\nsource: {path: ../src}\npython: '3.11'\n"
                                              "tests:\n  paths: [tests]\n"})
     env = build_local_env(load_manifest(f), s)
-    pip_log = (env.logs / "pip.log").stat().st_mtime_ns
+    pip_log = (env.logs / "uv.log").stat().st_mtime_ns
     write_tree(tmp_path / "m", {"calc/tests/test_more.py": "from calc.ops import add\n\n\n"
                                                           "def test_more():\n    assert add(1, 1) == 2\n"})
     f.write_text(f.read_text() + "  supplementary: [tests/test_more.py]\n")
     again = build_local_env(load_manifest(f), s)
-    assert again.path == env.path and (env.logs / "pip.log").stat().st_mtime_ns == pip_log
+    assert again.path == env.path and (env.logs / "uv.log").stat().st_mtime_ns == pip_log
     assert again.checkout.commit != env.checkout.commit and again.checkout.upstream_commit == env.checkout.commit
     assert "tests/test_more.py::test_more" in {t.nodeid for t in load_baseline(again).tests}
 

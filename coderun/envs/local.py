@@ -33,7 +33,7 @@ from coderun.config import Settings
 from coderun.envs.diagnose import baseline_failure, install_failure
 from coderun.envs.logs import tail
 from coderun.envs.progress import Steps
-from coderun.envs.resolve import TOOLING, compile_requirements, install_pinned
+from coderun.envs.resolve import TOOLING, compile_requirements, install_named, install_pinned
 from coderun.envs.services import expand, start_services
 from coderun.envs.sources import Checkout, checkout, commit_date, pip_command
 from coderun.envs.testrun import (
@@ -315,6 +315,9 @@ def _install(manifest: Manifest, env: LocalEnv, tree: Path, venv_env: dict[str, 
             else:
                 log.parent.mkdir(parents=True, exist_ok=True)
                 log.write_text("# uv could not install the pinned set (see uv.log): pip installs it\n")
+        elif not manifest.install.pip_args and install_named(reqs, python=env.python, pip=pip_command(),
+                                                             log=env.logs / "uv.log", env=venv_env):
+            reqs = []
         if reqs:
             cmd = [str(env.python), "-m", "pip", "install", "--disable-pip-version-check",
                    *manifest.install.pip_args, *reqs]
