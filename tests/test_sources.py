@@ -1,7 +1,10 @@
+from pathlib import Path
+
 import pytest
 
 from coderun.config import load_settings
-from coderun.envs.sources import checkout
+from coderun.envs.resolve import locate_sdist
+from coderun.envs.sources import checkout, pip_command
 from coderun.errors import SourceError
 from coderun.manifests.schema import parse_manifest
 from tests.helpers import git, make_repo
@@ -149,6 +152,29 @@ def test_pypi_sdist_comes_through_pips_own_configuration(tmp_path, settings, pip
     assert co.kind == "pypi" and (co.path / "tinypkg" / "__init__.py").read_text() == "VALUE = 1\n"
     assert [p.name for p in settings.sdist_cache.iterdir()] == ["tinypkg-1.0.tar.gz"]
     assert checkout(m, settings).commit == co.commit
+
+
+@pytest.mark.integration
+def test_uv_locates_the_sdist_on_pips_indexes(tmp_path, pip_index):
+    """The fast path: uv finds the file and its sha256 where pip's configuration points (no metadata build)."""
+    import hashlib
+    from urllib.parse import urlparse
+
+    (tmp_path / "lock").mkdir()
+    url, sha256 = locate_sdist("tinypkg==1.0", pip=pip_command(), folder=tmp_path / "lock")
+    assert url.startswith("file://") and url.endswith("/tinypkg/tinypkg-1.0.tar.gz")
+    assert hashlib.sha256(Path(urlparse(url).path).read_bytes()).hexdigest() == sha256
+    assert locate_sdist("tinypkg==2.0", pip=pip_command(), folder=tmp_path / "lock") is None
+
+
+@pytest.mark.integration
+def test_an_sdist_that_does_not_match_its_index_hash_is_refused(tmp_path, settings, pip_index):
+    sdist = tmp_path / "index" / "simple" / "tinypkg" / "tinypkg-1.0.tar.gz"
+    sdist.write_bytes(sdist.read_bytes() + b"\0")  # the index page keeps the old sha256
+    m = manifest('name: tinypkg\nsource: {pypi: "tinypkg==1.0"}\npython: "3.11"\n', tmp_path / "m.yaml")
+    with pytest.raises(SourceError, match="no sdist of tinypkg==1.0"):
+        checkout(m, settings)
+    assert not list(settings.sdist_cache.glob("*.tar.gz"))
 
 
 @pytest.mark.integration

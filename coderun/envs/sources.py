@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ from urllib.parse import urlparse
 import git
 
 from coderun.config import Settings
+from coderun.envs.resolve import locate_sdist
 from coderun.errors import ManifestError, SourceError
 from coderun.manifests.schema import Manifest, supplementary_files
 
@@ -412,6 +414,9 @@ def download_sdist(requirement: str, settings: Settings) -> Path:
         return cached[0]
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="coderun-sdist-", dir=cache) as tmp:
+        fetched = _fetch_located(requirement, Path(tmp), pattern)
+        if fetched is not None:
+            return fetched.replace(cache / fetched.name)
         cmd = [*pip_command(), "download", "--no-deps", "--no-binary", ":all:", "--disable-pip-version-check",
                "--dest", tmp, requirement]
         proc = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL)
@@ -424,6 +429,28 @@ def download_sdist(requirement: str, settings: Settings) -> Path:
         dest = cache / got[0].name
         got[0].replace(dest)
     return dest
+
+
+def _fetch_located(requirement: str, tmp: Path, pattern: re.Pattern[str]) -> Path | None:
+    """The sdist fetched from where uv locates it on pip's indexes, checked against the index's sha256;
+    None when it is not located or not fetched (pip downloads it then)."""
+    found = locate_sdist(requirement, pip=pip_command(), folder=tmp)
+    if found is None:
+        return None
+    url, sha256 = found
+    name = Path(urlparse(url).path).name
+    if not pattern.match(name):
+        return None
+    try:
+        with urllib.request.urlopen(url, timeout=60) as response:  # http(s)_proxy, SSL_CERT_FILE apply
+            data = response.read()
+    except (OSError, ValueError):
+        return None
+    if hashlib.sha256(data).hexdigest() != sha256:
+        return None
+    path = tmp / name
+    path.write_bytes(data)
+    return path
 
 
 def pip_command() -> list[str]:
