@@ -287,12 +287,20 @@ def supplementary_files(manifest: Manifest) -> dict[str, Path]:
 
 
 def load_manifest(path: Path) -> Manifest:
+    """The manifest in `path`, parsed once per process while the file is unchanged (finding one project by
+    name reads every manifest of its folder: a run did that 124 times)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        stat = path.stat()
+        key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+        if key not in _parsed:
+            _parsed[key] = parse_manifest(path.read_text(encoding="utf-8"), path.resolve())
     except OSError as e:
         raise ManifestError(f"{path}: cannot read manifest: {e.strerror}") from None
-    return parse_manifest(text, path.resolve())
+    return _parsed[key]
+
+
+_parsed: dict[tuple[str, int, int], Manifest] = {}  # frozen models, so one can be handed out many times
 
 
 def manifest_dirs(settings: Settings) -> list[Path]:
