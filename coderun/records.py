@@ -153,6 +153,11 @@ class RigorSummary(Record):
         return self.inputs > 0
 
 
+def task_id(project: str, file: str, qualname: str) -> str:
+    """A task's id: project, file and qualified name (`cachetools/cachetools/func.py::lru_cache`)."""
+    return f"{project}/{file}::{qualname}"
+
+
 class Task(Record):
     """One function to regenerate inside its project."""
 

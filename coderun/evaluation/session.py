@@ -28,7 +28,7 @@ from coderun.manifests.schema import Manifest
 from coderun.records import VerdictKind
 
 if TYPE_CHECKING:
-    from coderun.tasks.build import ProjectTaskReport
+    from coderun.tasks.reports import ProjectTaskReport
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,7 @@ class EvalSession:
         build is told and the others go on. Returns the resolver that explains the sample ids the selected
         tasks will not know, and the failed builds (project -> why)."""
         from coderun.manifests.schema import find_manifest, known_manifests
-        from coderun.tasks import build_tasks, built_projects
+        from coderun.tasks import built_projects
         from coderun.tasks.declared import declared_ids, explaining_resolver, owner
 
         s = self.settings
@@ -158,6 +158,8 @@ class EvalSession:
                 m, n = todo.get(d.project, (d.manifest, 0))
                 todo[d.project] = (m, n + 1)
         failed: dict[str, str] = {}
+        if todo:  # the build machinery (analyzers, jedi) is imported only when something is to be built
+            from coderun.tasks import build_tasks
         for i, (name, (m, n)) in enumerate(todo.items(), start=1):
             self.on_event(BuildingTasks(name, i, len(todo), n))
             try:

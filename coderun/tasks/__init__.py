@@ -23,21 +23,23 @@ from coderun.records import Level, TargetOutcome, Task, TaskStatus
 from coderun.tasks import store
 
 if TYPE_CHECKING:
-    from coderun.tasks.build import ProjectTaskReport, TaskBuildReport, build_tasks
+    from coderun.tasks.build import build_tasks
+    from coderun.tasks.reports import ProjectTaskReport, TaskBuildReport
 
 __all__ = ["ProjectTaskReport", "TaskBuildReport", "build_tasks", "built_projects", "find_task", "in_benchmark",
            "load_targets", "load_tasks", "prune_tasks", "unknown_projects"]
 
-_BUILD = ("ProjectTaskReport", "TaskBuildReport", "build_tasks")
-
-
 def __getattr__(name: str) -> object:
     # The build (analyzers, jedi, coverage mapping) is imported when first used: reading stored tasks, as an
     # evaluation does, does not need it.
-    if name in _BUILD:
-        from coderun.tasks import build
+    if name == "build_tasks":
+        from coderun.tasks.build import build_tasks
 
-        return getattr(build, name)
+        return build_tasks
+    if name in ("ProjectTaskReport", "TaskBuildReport"):
+        from coderun.tasks import reports
+
+        return getattr(reports, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -19,8 +19,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pydantic import Field
-
 from coderun.config import Settings
 from coderun.envs.local import LocalEnv, build_local_env, find_local_env, load_baseline
 from coderun.errors import CoderunError, EnvironmentBuildError, SourceError, TaskError
@@ -32,19 +30,19 @@ from coderun.plus.inputs import explore_payload
 from coderun.plus.record import Recording
 from coderun.records import (
     ConfigurationTests,
-    Level,
     NetworkAttempt,
-    Record,
     TargetOutcome,
     Task,
     TaskInputs,
     TaskStatus,
     Unverified,
+    task_id,
 )
 from coderun.tasks import in_benchmark, store
 from coderun.tasks.coverage_map import CoverageMap, cap_tests, collect_coverage, test_file
-from coderun.tasks.discovery import Candidate, Selection, select, task_id
-from coderun.tasks.sandbox_runs import RunKindTime, configuration_names, run_kinds_line, sandbox_tests
+from coderun.tasks.discovery import Candidate, Selection, select
+from coderun.tasks.reports import ProjectTaskReport, RunKindTime, TaskBuildReport
+from coderun.tasks.sandbox_runs import configuration_names, run_kinds_line, sandbox_tests
 from coderun.tasks.trivial import RAISE, bodies_for, task_bodies
 from coderun.tasks.verify import (
     ORIGINAL_RUNS,
@@ -59,60 +57,6 @@ from coderun.tasks.verify import (
 
 # Part of the key under which an unfinished build's decisions are kept: bump when verification changes.
 VERIFY_VERSION = "4"
-
-
-class ProjectTaskReport(Record):
-    """What one project's task build found (saved in the store beside its tasks)."""
-
-    project: str
-    commit: str
-    upstream_commit: str = ""                # the source's own commit (`commit` may add supplementary tests)
-    backend: str
-    include_weak: bool = False
-    candidates: int = 0                      # explicit + discovered
-    explicit: int = 0
-    discovered: int = 0
-    unresolved: list[str] = Field(default_factory=list)
-    rejected: dict[str, int] = Field(default_factory=dict)
-    mapping: str = "coverage"                # coverage | filename
-    mapping_note: str = ""
-    covered: int = 0
-    statuses: dict[str, int] = Field(default_factory=dict)
-    levels: dict[str, int] = Field(default_factory=dict)   # benchmark tasks per level
-    flaky_tests: list[str] = Field(default_factory=list)
-    reasons: dict[str, str] = Field(default_factory=dict)  # task id -> why it is not verified
-    capped: dict[str, list[str]] = Field(default_factory=dict)  # task id -> mapped tests dropped by the caps
-    max_tests_per_task: int | None = None
-    max_seconds_per_task: float = 0.0
-    jobs: int = 1
-    resumed: int = 0                          # tasks whose decision an interrupted build had kept
-    verify_seconds: float = 0.0               # of `seconds`: the verification runs
-    # of `seconds`, by stage: environment (0 when it was built before), analysis, coverage map, recording
-    # (the original's calls, for pass+), verification, pass+ (input derivation)
-    stage_seconds: dict[str, float] = Field(default_factory=dict)
-    # of verification and pass+, the sandbox runs by kind (tasks/sandbox_runs.RUN_KINDS): runs, seconds, tests
-    run_kinds: dict[str, RunKindTime] = Field(default_factory=dict)
-    fallbacks: list[str] = Field(default_factory=list)  # runs that fell back from workers to naive
-    seconds: float = 0.0
-    configurations: list[str] = Field(default_factory=list)  # tests.configurations every task ran in
-    pass_stub_passes: list[str] = Field(default_factory=list)  # verified tasks whose tests a `pass` body passes
-    # verified task id -> the trivial bodies (tasks/trivial names) its tests pass with, for tasks with any
-    trivial_passes: dict[str, list[str]] = Field(default_factory=dict)
-    network_tests: dict[str, list[str]] = Field(default_factory=dict)  # mapped test -> addresses it tried
-    network_note: str = ""                   # why network use could not be checked
-    # Parametrized tests whose node id changes between runs (a repr, the time), known by their parameters'
-    # positions instead: position key -> the node id the coverage run gave (tasks/coverage_map).
-    positions: dict[str, str] = Field(default_factory=dict)
-
-
-class TaskBuildReport(Record):
-    projects: list[ProjectTaskReport] = Field(default_factory=list)
-
-    def levels(self) -> dict[str, int]:
-        total: Counter[str] = Counter()
-        for p in self.projects:
-            total.update(p.levels)
-        return {lv.value: total[lv.value] for lv in Level}
 
 
 def default_jobs() -> int:

@@ -24,7 +24,7 @@ from coderun.events import Listener, Note, silent
 from coderun.manifests.schema import Manifest
 from coderun.records import TargetOutcome, Task, TaskInputs
 from coderun.tasks import store
-from coderun.tasks.build import ProjectTaskReport
+from coderun.tasks.reports import ProjectTaskReport
 
 MAX_ATTEMPTS = 3   # submissions of one project's build while nodes are lost under it
 

@@ -17,10 +17,9 @@ from dataclasses import dataclass
 
 from coderun.config import Settings
 from coderun.manifests.schema import Manifest, TaskTarget
-from coderun.records import Level, Task, TaskStatus
+from coderun.records import Level, Task, TaskStatus, task_id
 from coderun.tasks import load_tasks, store
-from coderun.tasks.build import ProjectTaskReport
-from coderun.tasks.discovery import task_id
+from coderun.tasks.reports import ProjectTaskReport
 from coderun.tasks.resolve import ProblemKind, Resolver, TaskRef, Unavailable, default_prompt
 
 

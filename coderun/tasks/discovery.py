@@ -41,10 +41,6 @@ class Selection:
     rejected: dict[str, int] = field(default_factory=dict)  # discovery rule -> functions it dropped
 
 
-def task_id(project: str, file: str, qualname: str) -> str:
-    return f"{project}/{file}::{qualname}"
-
-
 def select(manifest: Manifest, analysis: ProjectAnalysis) -> Selection:
     """Explicit targets (in manifest order) followed by discovered functions (by file and line)."""
     chosen: list[Candidate] = []

@@ -22,8 +22,9 @@ from coderun.envs.local import LocalEnv
 from coderun.errors import SandboxError, TaskError
 from coderun.manifests.schema import Manifest
 from coderun.plus.inputs import EXPLORE_BUDGET
-from coderun.records import Evidence, Record
+from coderun.records import Evidence
 from coderun.tasks.coverage_map import test_file
+from coderun.tasks.reports import RunKindTime
 from coderun.tasks.verify import STUB_RUN, TRIVIAL_RUN
 
 if TYPE_CHECKING:
@@ -43,22 +44,6 @@ STUB_COLLECT_FACTOR, STUB_COLLECT_FLOOR = 5.0, 5.0
 SHARED, OWN = "original, all mapped tests", "original, a task's tests"
 EXPLORING, CONFIRMING, TRIVIAL_PLUS = "pass+ exploring", "pass+ confirming", "pass+ trivial bodies"
 RUN_KINDS = (SHARED, OWN, STUB_RUN, TRIVIAL_RUN, EXPLORING, CONFIRMING, TRIVIAL_PLUS)
-
-
-class RunKindTime(Record):
-    """A task build's sandbox runs of one kind: how many, their seconds (each run's own, start-up and
-    collection included; runs in parallel add up), the tests they ran, and of those seconds the harness's
-    integrity checks (the reporter's snapshot and its check after every test)."""
-
-    runs: int = 0
-    seconds: float = 0.0
-    tests: int = 0
-    checks_seconds: float = 0.0
-
-    def add(self, ev: Evidence) -> RunKindTime:
-        return RunKindTime(runs=self.runs + 1, seconds=round(self.seconds + ev.duration, 3),
-                           tests=self.tests + len(ev.outcomes),
-                           checks_seconds=round(self.checks_seconds + (ev.integrity_ms or 0.0) / 1000, 3))
 
 
 def run_kinds_line(kinds: dict[str, RunKindTime]) -> str:

@@ -216,7 +216,7 @@ def _start(start: _Start, on_event: Listener) -> _Child:
 
 
 def _outcome(child: _Child, settings: Settings, on_event: Listener) -> object:
-    from coderun.tasks.build import ProjectTaskReport
+    from coderun.tasks.reports import ProjectTaskReport
     from coderun.tasks.store import build_report
 
     name, code = child.manifest.name, child.proc.returncode
