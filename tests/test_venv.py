@@ -46,3 +46,27 @@ def test_without_ensurepips_wheels_ensurepip_makes_it(tmp_path, monkeypatch):
     assert steps == ["creating the venv", "installing pip (ensurepip)"]
     assert subprocess.run([str(tmp_path / "v" / "bin" / "python"), "-m", "pip", "--version"],
                           capture_output=True, check=False).returncode == 0
+
+
+def test_find_python_looks_past_pyenvs_shims(tmp_path, monkeypatch):
+    """A pyenv shim answers only for the selected versions, through bash scripts: find_python takes PATH without
+    the shims, then pyenv's installations, so a shim (here one that would answer with another version) is
+    never asked."""
+    from coderun.envs import local
+
+    root = tmp_path / "pyenv"
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    (root / "shims").mkdir(parents=True)
+    asked = tmp_path / "asked"
+    shim = root / "shims" / f"python{version}"
+    shim.write_text(f"#!/bin/sh\ntouch {asked}\necho 2.7\n")
+    shim.chmod(0o755)
+    installed = root / "versions" / f"{version}.99" / "bin"
+    installed.mkdir(parents=True)
+    (installed / f"python{version}").symlink_to(sys.executable)
+    monkeypatch.setenv("PYENV_ROOT", str(root))
+    monkeypatch.setenv("PATH", f"{root / 'shims'}:/usr/bin:/bin")
+    monkeypatch.setattr(local, "_versions", {})
+    exe, exact = local.find_python(version)
+    assert exact and not asked.exists()
+    assert exe in (Path(p) / f"python{version}" for p in ("/usr/bin", "/bin", installed))

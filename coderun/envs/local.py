@@ -143,9 +143,13 @@ def find_python(version: str) -> tuple[Path, bool]:
 
     The second item says whether the interpreter really is `version`.
     """
-    candidates = [shutil.which(f"python{version}")]
     pyenv_root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
-    # pyenv's shims only answer for the selected versions, so look at its installations directly.
+    # pyenv's shims only answer for the selected versions, and each answer is a pipeline of bash scripts (0.2 s,
+    # every command paid it, often for a "command not found"): PATH without them, then pyenv's installations.
+    shims = os.path.realpath(pyenv_root / "shims")
+    path = os.pathsep.join(p for p in os.environ.get("PATH", os.defpath).split(os.pathsep)
+                           if p and os.path.realpath(p) != shims)
+    candidates = [shutil.which(f"python{version}", path=path)]
     for d in sorted((pyenv_root / "versions").glob(f"{version}.*"), reverse=True):
         candidates.append(str(d / "bin" / f"python{version}"))
     for exe in candidates:
