@@ -7,7 +7,7 @@ Each cold run gets a new, empty `$CODERUN_HOME` (in `--homes`, default ~/.cache,
 pip's cache stays warm (`--pip-cache`, default: pip's own or PIP_CACHE_DIR), so downloads are not timed.
 After the last cold run, the same command runs as many times again in that home: the warm time. Printed:
 every run's wall time, exit code and the ground truth it reported, the cold and warm medians, and the
-machine's load before and after (other processes share the cores).
+machine's load and speed (`speed_probe`) before and after (other processes share the cores).
 """
 
 from __future__ import annotations
@@ -44,6 +44,15 @@ def run(home: Path, project: str, env: dict[str, str]) -> tuple[float, int, str]
     return seconds, done.returncode, truth
 
 
+def speed_probe() -> float:
+    """Seconds one core takes for a fixed pure-Python loop (10 million additions): a machine's speed, which varies
+    on shared hosts from hour to hour (1.27 s on a slow one), so that figures from two days can be compared."""
+    start, total = time.perf_counter(), 0
+    for i in range(10_000_000):
+        total += i
+    return time.perf_counter() - start
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3, help="cold runs (default 3)")
@@ -58,6 +67,7 @@ def main() -> int:
     if args.pip_cache:
         env["PIP_CACHE_DIR"] = args.pip_cache
     print(f"load before: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores; homes in {args.homes}")
+    print(f"speed probe before: {speed_probe():.2f} s")
     cold, home = [], None
     for i in range(args.runs):
         if home:
@@ -74,7 +84,7 @@ def main() -> int:
         print(f"warm {i + 1}: {seconds:6.1f} s  exit {code}  ground truth {truth}", flush=True)
     print(f"cold median of {len(cold)}: {statistics.median(cold):.1f} s; warm median of {len(warm)}: "
           f"{statistics.median(warm):.1f} s")
-    print(f"load after: {os.getloadavg()[0]:.2f} (1 min)")
+    print(f"load after: {os.getloadavg()[0]:.2f} (1 min); speed probe after: {speed_probe():.2f} s")
     shutil.rmtree(home, ignore_errors=True)
     return 0
 
