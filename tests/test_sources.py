@@ -168,6 +168,20 @@ def test_uv_locates_the_sdist_on_pips_indexes(tmp_path, pip_index):
 
 
 @pytest.mark.integration
+def test_without_uv_pip_downloads_the_sdist(tmp_path, settings, pip_index, monkeypatch):
+    """uv only makes it faster: an install without it (a `uv tool` one may lack it) still gets the sdist."""
+    from coderun.envs import resolve
+    from coderun.errors import EnvironmentBuildError
+
+    def missing() -> str:
+        raise EnvironmentBuildError("uv is not installed")
+
+    monkeypatch.setattr(resolve, "uv_binary", missing)
+    m = manifest('name: tinypkg\nsource: {pypi: "tinypkg==1.0"}\npython: "3.11"\n', tmp_path / "m.yaml")
+    assert (checkout(m, settings).path / "tinypkg" / "__init__.py").read_text() == "VALUE = 1\n"
+
+
+@pytest.mark.integration
 def test_an_sdist_that_does_not_match_its_index_hash_is_refused(tmp_path, settings, pip_index):
     sdist = tmp_path / "index" / "simple" / "tinypkg" / "tinypkg-1.0.tar.gz"
     sdist.write_bytes(sdist.read_bytes() + b"\0")  # the index page keeps the old sha256

@@ -114,6 +114,14 @@ def uv_env(pip: list[str], env: dict[str, str], config: dict[str, str] | None = 
                         "UV_INDEX_STRATEGY": os.environ.get("UV_INDEX_STRATEGY", "unsafe-best-match")}
 
 
+def _uv_if_any() -> str | None:
+    """uv, where only speed depends on it (pip does the same work without): None when it is not installed."""
+    try:
+        return uv_binary()
+    except EnvironmentBuildError:
+        return None
+
+
 def install_pinned(resolved: Path, *, python: Path, pip: list[str], log: Path, env: dict[str, str]
                    ) -> list[str] | None:
     """Install the pinned lines of `resolved` into `python`'s venv with uv: exactly those versions with no
@@ -145,10 +153,13 @@ def install_named(requirements: list[str], *, python: Path, pip: list[str], log:
     is not only named requirements, or uv failed (the log says why): pip installs them then."""
     if not requirements or not all(_NAMED.match(r) for r in requirements):
         return False
+    uv = _uv_if_any()
+    if uv is None:
+        return False
     config = pip_config(pip)
     index_args, run_env = uv_env(pip, env, config)
     constraints = [f for f in config.get("constraint", "").split() if os.path.isfile(f)]
-    cmd = [uv_binary(), "pip", "install", "--python", str(python), "--link-mode", "copy", "--compile-bytecode",
+    cmd = [uv, "pip", "install", "--python", str(python), "--link-mode", "copy", "--compile-bytecode",
            *index_args, *(a for f in constraints for a in ("--constraint", f)), *requirements]
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("a") as fh:
@@ -162,11 +173,14 @@ def locate_sdist(requirement: str, *, pip: list[str], folder: Path) -> tuple[str
     """(url, sha256) of the sdist of "name==version" on pip's indexes, as uv finds it (`uv pip compile
     --format pylock.toml`, 0.3 s: `pip download` also builds the sdist's metadata, 4-5 s); None when uv
     does not find one (pip is asked then). `folder` takes the lock file."""
+    uv = _uv_if_any()
+    if uv is None:
+        return None
     index_args, run_env = uv_env(pip, dict(os.environ))
     lock = folder / "pylock.toml"
     (folder / "requirement.in").write_text(requirement + "\n")
     version = f"{sys.version_info[0]}.{sys.version_info[1]}"  # as `pip download` checks requires-python: for coderun's python
-    cmd = [uv_binary(), "pip", "compile", "--quiet", "--format", "pylock.toml", "--no-deps", "--no-binary", ":all:",
+    cmd = [uv, "pip", "compile", "--quiet", "--format", "pylock.toml", "--no-deps", "--no-binary", ":all:",
            "--python-version", version, *index_args, str(folder / "requirement.in"), "-o", str(lock)]
     proc = subprocess.run(cmd, env=run_env, capture_output=True, text=True, stdin=subprocess.DEVNULL)
     if proc.returncode != 0 or not lock.is_file():
