@@ -156,3 +156,11 @@ def test_pins_uv_cannot_install_are_installed_by_pip(tmp_path, monkeypatch):
     pip_log = (env.logs / "pip.log").read_text()
     assert pip_log.startswith("# uv could not install") and "Successfully installed" in pip_log
     assert load_baseline(env).counts()["passed"] == 1
+
+
+def test_pip_config_is_asked_again_when_its_variables_change(monkeypatch):
+    """pip's configuration is kept per process, but a PIP_* variable set later (a test's local index) is seen."""
+    monkeypatch.setenv("PIP_INDEX_URL", "file:///first/simple")
+    assert pip_config(pip_command())["index-url"] == "file:///first/simple"
+    monkeypatch.setenv("PIP_INDEX_URL", "file:///second/simple")
+    assert pip_config(pip_command())["index-url"] == "file:///second/simple"
