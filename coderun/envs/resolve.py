@@ -114,13 +114,20 @@ def uv_index_args(config: dict[str, str]) -> tuple[list[str], dict[str, str]]:
     return args, env
 
 
-def uv_env(pip: list[str], env: dict[str, str], config: dict[str, str] | None = None
-           ) -> tuple[list[str], dict[str, str]]:
-    """uv's index arguments and environment for a call that installs or resolves as pip would (`config`:
-    pip's settings, when the caller has read them)."""
-    index_args, index_env = uv_index_args(pip_config(pip) if config is None else config)
+def uv_env(pip: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+    """uv's index arguments and environment for a call that installs or resolves as pip would."""
+    index_args, index_env = uv_index_args(pip_config(pip))
     return index_args, {**env, **index_env, "UV_PYTHON_DOWNLOADS": "never",
                         "UV_INDEX_STRATEGY": os.environ.get("UV_INDEX_STRATEGY", "unsafe-best-match")}
+
+
+def _run_logged(cmd: list[str], env: dict[str, str], log: Path) -> int:
+    """Run a uv command with its command line and output appended to `log`; its exit code."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a") as fh:
+        fh.write(f"$ {' '.join(cmd)}\n")
+        fh.flush()
+        return subprocess.run(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL).returncode
 
 
 def _uv_if_any() -> str | None:
@@ -146,12 +153,7 @@ def install_pinned(resolved: Path, *, python: Path, pip: list[str], log: Path, e
     index_args, run_env = uv_env(pip, env)
     cmd = [uv_binary(), "pip", "install", "--python", str(python), "--no-deps", "--link-mode", "copy",
            "--compile-bytecode", *index_args, "-r", str(pinned)]
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("a") as fh:
-        fh.write(f"$ {' '.join(cmd)}\n")
-        fh.flush()
-        proc = subprocess.run(cmd, env=run_env, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    return own if proc.returncode == 0 else None
+    return own if _run_logged(cmd, run_env, log) == 0 else None
 
 
 def install_named(requirements: list[str], *, python: Path, pip: list[str], log: Path, env: dict[str, str]
@@ -165,17 +167,11 @@ def install_named(requirements: list[str], *, python: Path, pip: list[str], log:
     uv = _uv_if_any()
     if uv is None:
         return False
-    config = pip_config(pip)
-    index_args, run_env = uv_env(pip, env, config)
-    constraints = [f for f in config.get("constraint", "").split() if os.path.isfile(f)]
+    index_args, run_env = uv_env(pip, env)
+    constraints = [f for f in pip_config(pip).get("constraint", "").split() if os.path.isfile(f)]
     cmd = [uv, "pip", "install", "--python", str(python), "--link-mode", "copy", "--compile-bytecode",
            *index_args, *(a for f in constraints for a in ("--constraint", f)), *requirements]
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with log.open("a") as fh:
-        fh.write(f"$ {' '.join(cmd)}\n")
-        fh.flush()
-        proc = subprocess.run(cmd, env=run_env, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    return proc.returncode == 0
+    return _run_logged(cmd, run_env, log) == 0
 
 
 def locate_sdist(requirement: str, *, pip: list[str], folder: Path) -> tuple[str, str] | None:
@@ -226,18 +222,13 @@ def compile_requirements(requirements_in: Path, out: Path, *, python: Path, as_o
     # moves goes first to pytest 4.6's time (its dependencies of mid-2019), then to today.
     later = {"coverage": today}
     steps = [d for d in (_PYTEST_4_6, today) if d > as_of]
-    log.parent.mkdir(parents=True, exist_ok=True)
     for _attempt in range(_MAX_MOVES):
         cmd = [uv_binary(), "pip", "compile", str(requirements_in), "-o", str(out), "--python", str(python),
                "--exclude-newer", exclude_newer(as_of),
                *[a for p, day in later.items() for a in ("--exclude-newer-package", f"{p}={exclude_newer(day)}")],
                "--no-header", "--no-annotate", *index_args, *_compile_args(pip_args)]
-        with log.open("a") as fh:
-            fh.write(f"$ {' '.join(cmd)}\n")
-            fh.flush()
-            proc = subprocess.run(cmd, env=run_env, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                  text=True)
-        if proc.returncode == 0:
+        code = _run_logged(cmd, run_env, log)
+        if code == 0:
             if tree is not None:  # the project's own line names the build copy: pip runs from it, so "."
                 out.write_text("\n".join("." if line.strip() == str(tree) else line
                                          for line in out.read_text().splitlines()) + "\n")
@@ -259,7 +250,7 @@ def compile_requirements(requirements_in: Path, out: Path, *, python: Path, as_o
     tail = "\n".join(line for line in text.splitlines() if "is missing an upload date" not in line)[-2000:]
     undated_index = "is missing an upload date" in text
     raise EnvironmentBuildError(
-        f"resolving the dependencies as of {as_of} failed (uv exit {proc.returncode})", log_path=str(log),
+        f"resolving the dependencies as of {as_of} failed (uv exit {code})", log_path=str(log),
         log_tail=tail, hint="check install.requirements, or move install.resolve_as_of in the manifest"
         + ("; an index that gives no upload times cannot be dated: `resolve_as_of: false` takes today's "
            "releases" if undated_index else ""))

@@ -291,10 +291,10 @@ def load_manifest(path: Path) -> Manifest:
     name reads every manifest of its folder: a run did that 124 times)."""
     path = Path(path)
     try:
-        stat = path.stat()
-        key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+        stat, origin = path.stat(), path.resolve()
+        key = (str(origin), stat.st_mtime_ns, stat.st_size)
         if key not in _parsed:
-            _parsed[key] = parse_manifest(path.read_text(encoding="utf-8"), path.resolve())
+            _parsed[key] = parse_manifest(path.read_text(encoding="utf-8"), origin)
     except OSError as e:
         raise ManifestError(f"{path}: cannot read manifest: {e.strerror}") from None
     return _parsed[key]
