@@ -57,6 +57,19 @@ def test_infinite_loop_times_out_per_test(sandbox):
     assert all("Timeout" in o.message for o in ev.outcomes)
 
 
+def test_coderun_own_body_that_loops_is_stopped_by_its_cpu_limit(sandbox):
+    """A task build's stub or trivial body may get a per-test CPU limit below its wall-clock one: a loop ends
+    there; a body that only waits still ends at the wall clock's; a sample never gets the CPU limit."""
+    loop, sleep = "def add(a, b):\n    while True:\n        pass\n", "import time\ndef add(a, b):\n    time.sleep(30)\n"
+    looped = run(sandbox, loop, per_test_timeout=20, trusted=True, cpu_per_test=0.2)
+    assert looped.timed_out and verdict(looped) is VerdictKind.FAIL
+    assert all("Timeout: test used over 0.2 s of CPU" in o.message for o in looped.outcomes), looped.outcomes
+    slept = run(sandbox, sleep, per_test_timeout=1, trusted=True, cpu_per_test=0.2)
+    assert all("Timeout: test exceeded 1 s (coderun per-test timeout)" in o.message for o in slept.outcomes)
+    sample = run(sandbox, loop, nodeids=NODEIDS[:1], per_test_timeout=1, cpu_per_test=0.2)
+    assert all("Timeout: test exceeded 1 s" in o.message for o in sample.outcomes), sample.outcomes
+
+
 def test_swallowed_alarm_is_stopped_by_the_outer_limit(sandbox):
     """A loop that catches BaseException outlives the per-test alarm; faulthandler or the hard limit ends it."""
     src = ("def add(a, b):\n    while True:\n        try:\n            while True:\n                pass\n"

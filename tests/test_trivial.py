@@ -22,7 +22,7 @@ from coderun.manifests.schema import load_manifest
 from coderun.records import TaskStatus
 from coderun.runner.splice import blank_body
 from coderun.tasks import build_tasks, load_tasks
-from coderun.tasks.sandbox_runs import stub_collect_limit, stub_run_limit
+from coderun.tasks.sandbox_runs import stub_collect_limit, stub_cpu_limit, stub_run_limit
 from coderun.tasks.trivial import (
     RAISE,
     annotation_type,
@@ -280,11 +280,13 @@ def test_a_body_that_hangs_before_any_test_is_stopped_at_a_limit_from_the_origin
 def test_a_trivial_body_that_loops_is_stopped_at_a_limit_from_the_original_time(tmp_path, monkeypatch):
     """A trivial body that loops (`return items` where the caller waits for None) sat out the evaluation's
     10 s per-test timeout in every build (122 of 163 s of cachetools' verification): its run only decides
-    whether the body is caught, and the original took milliseconds."""
+    whether the body is caught, and the original took milliseconds. The loop burns CPU: it ends at the CPU
+    limit's floor, before the wall clock's."""
     task, logs = _built(tmp_path, monkeypatch, DRAIN, "pop_oldest", timeout=30)
     assert task.status is TaskStatus.VERIFIED and task.trivial_passes == []
-    timed_out = [text for text in logs if "(coderun per-test timeout)" in text]
-    assert timed_out and all("Timeout: test exceeded 0.5 s" in text for text in timed_out), timed_out
+    timed_out = [text for text in logs if "(coderun per-test CPU limit of its own bodies)" in text]
+    assert timed_out and all("Timeout: test used over 0.2 s of CPU" in text for text in timed_out), timed_out
+    assert not [text for text in logs if "(coderun per-test timeout)" in text]
 
 
 SLOTS = {
@@ -314,6 +316,12 @@ def test_next_free_skips_the_used():
     assert next_free({3: True, 4: True}, 3) == 5
 ''',
 }
+
+
+def test_the_cpu_limit_follows_the_slowest_test_with_a_floor_below_the_wall_clocks():
+    assert stub_cpu_limit([0.001, 0.01]) == pytest.approx(0.2)
+    assert stub_cpu_limit([0.001, 0.3]) == pytest.approx(1.5)
+    assert stub_cpu_limit([]) == pytest.approx(0.2)
 
 
 def test_the_collection_limit_follows_the_originals_collection():

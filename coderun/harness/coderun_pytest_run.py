@@ -67,13 +67,14 @@ def child_env(w: SampleServer, req: dict, base: str, project: str) -> dict[str, 
 
 def sample_env(req: dict, rep_w: int) -> dict[str, str]:
     """The reporter's variables for one sample. The differential payload, the trusted mark and the collection
-    limit are named again here: a template's reporter popped them from the environment the child inherits,
+    and CPU limits are named again here: a template's reporter popped them from the environment the child inherits,
     and it re-arms from this."""
     env = req.get("env") or {}
     return {"CODERUN_REPORT": f"/dev/fd/{rep_w}", "CODERUN_REPORT_TOKEN": req["token"],
             "CODERUN_TEST_TIMEOUT": str(req["per_test_timeout"]), "CODERUN_SAMPLE": req["token"],
             "CODERUN_DIFF": env.get("CODERUN_DIFF", ""), "CODERUN_TRUSTED": env.get("CODERUN_TRUSTED", ""),
-            "CODERUN_COLLECT_TIMEOUT": env.get("CODERUN_COLLECT_TIMEOUT", "")}
+            "CODERUN_COLLECT_TIMEOUT": env.get("CODERUN_COLLECT_TIMEOUT", ""),
+            "CODERUN_TEST_CPU_TIMEOUT": env.get("CODERUN_TEST_CPU_TIMEOUT", "")}
 
 
 def enter_project(w: SampleServer, req: dict, base: str, project: str, env: dict[str, str]) -> None:

@@ -10,6 +10,9 @@ removed from os.environ as soon as it is imported (before conftest files or test
     CODERUN_COLLECT_TIMEOUT seconds allowed from here to the end of collection (conftest files, test modules
                             and what they import); unset or 0 disables. Set for coderun's own bodies only
                             (a task build's stub that loops at import): a hang there fails every test
+    CODERUN_TEST_CPU_TIMEOUT CPU seconds allowed per test besides the wall-clock limit; unset or 0 disables.
+                            Set for coderun's own bodies only: a stub that loops burns CPU, and CPU time,
+                            unlike the wall clock, does not grow when other processes share the cores
     CODERUN_DIFF            path of the differential step's payload (JSON, read at once; see below)
     CODERUN_TRUSTED         "1": the code under test is coderun's own (a task build's stub, trivial body or
                             the original in a pass+ run), so the test-code snapshot (coderun_testcode) is
@@ -49,7 +52,7 @@ import coderun_testcode as testcode
 import pytest
 
 _TOKEN, _TIMEOUT, _ROOT, _FD, _STDERR, _TRUSTED = "", 0.0, "", -1, None, False
-_COLLECT_TIMEOUT, _ARMED_AT = 0.0, 0.0
+_COLLECT_TIMEOUT, _ARMED_AT, _CPU_TIMEOUT = 0.0, 0.0, 0.0
 # The payload as read: (its text, the reason it could not be read) or None without CODERUN_DIFF. Kept as an
 # immutable string (parsed at the end), so the sample's code can neither edit it in place nor rebind it
 # unseen (the reporter's globals are watched).
@@ -68,7 +71,7 @@ def _read_payload(path: str) -> tuple[str, str]:
 def _arm() -> None:
     """Read (and remove) the variables above, and start the collection limit's alarm. Called on import; coderun's worker, which imports this
     module once per task before forking a process per sample, calls it again in each of them."""
-    global _TOKEN, _TIMEOUT, _ROOT, _FD, _STDERR, _DIFF, _TRUSTED, _COLLECT_TIMEOUT, _ARMED_AT
+    global _TOKEN, _TIMEOUT, _ROOT, _FD, _STDERR, _DIFF, _TRUSTED, _COLLECT_TIMEOUT, _ARMED_AT, _CPU_TIMEOUT
     _ARMED_AT = time.monotonic()
     path = os.environ.pop("CODERUN_REPORT", "")
     diff = os.environ.pop("CODERUN_DIFF", "")
@@ -76,6 +79,7 @@ def _arm() -> None:
     _TOKEN = os.environ.pop("CODERUN_REPORT_TOKEN", "")
     _TIMEOUT = float(os.environ.pop("CODERUN_TEST_TIMEOUT", "0") or 0)
     _TRUSTED = os.environ.pop("CODERUN_TRUSTED", "") == "1"
+    _CPU_TIMEOUT = float(os.environ.pop("CODERUN_TEST_CPU_TIMEOUT", "0") or 0)
     _ROOT = os.path.realpath(os.getcwd())   # the sample's copy: pytest runs from its root
     _FD = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600) if path else -1
     # The real stderr, kept before pytest captures fd 2, so faulthandler's dump reaches the parent.
@@ -130,6 +134,10 @@ def _on_alarm(signum, frame):
     raise TestTimeout(_MESSAGES["timeout"].format(seconds=f"{_TIMEOUT:g}"))
 
 
+def _on_cpu_alarm(signum, frame):
+    raise TestTimeout(_MESSAGES["cpu_timeout"].format(seconds=f"{_CPU_TIMEOUT:g}"))
+
+
 def _on_collect_alarm(signum, frame):
     raise TestTimeout(_MESSAGES["collect_timeout"].format(seconds=f"{_COLLECT_TIMEOUT:g}"))
 
@@ -168,6 +176,7 @@ _MESSAGES = {
     "plugins": "pytest plugins registered during the tests ({where}): {names}",
     "forged": "{nodeid} ({when}): the call raised {error} but its report says {outcome}",
     "timeout": "Timeout: test exceeded {seconds} s (coderun per-test timeout)",
+    "cpu_timeout": "Timeout: test used over {seconds} s of CPU (coderun per-test CPU limit of its own bodies)",
     "collect_timeout": "Timeout: collection exceeded {seconds} s (coderun collection timeout)",
     "tests": "{what} ({where})",
 }
@@ -332,9 +341,12 @@ def pytest_runtest_logstart(nodeid, location):
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item, nextitem):
-    """Arm the per-test alarm around setup, call and teardown."""
+    """Arm the per-test alarms around setup, call and teardown."""
     if _TIMEOUT > 0:
         _arm_alarm(_TIMEOUT, _on_alarm)
+    if _CPU_TIMEOUT > 0:
+        signal.signal(signal.SIGPROF, _on_cpu_alarm)
+        signal.setitimer(signal.ITIMER_PROF, _CPU_TIMEOUT)
     try:
         yield
     finally:
@@ -344,6 +356,8 @@ def pytest_runtest_protocol(item, nextitem):
 def _disarm() -> None:
     if _TIMEOUT > 0:
         _disarm_alarm()
+    if _CPU_TIMEOUT > 0:
+        signal.setitimer(signal.ITIMER_PROF, 0)
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)

@@ -79,6 +79,7 @@ class SampleRun:
     trusted: bool = False             # the body is coderun's own (a task build's stub or trivial body, a pass+
                                       # run): the reporter skips its test-code snapshot. Never for a sample
     collect_timeout: float = 0.0      # seconds to the end of collection (0: none); coderun's own bodies only
+    cpu_per_test: float = 0.0         # CPU seconds per test (0: none); coderun's own bodies only
 
 
 def sample_command(python: str, run: SampleRun) -> list[str]:
@@ -110,13 +111,15 @@ def install_reporter(sandbox: Sandbox) -> str:
 
 
 def reporter_env(sandbox: Sandbox, run: SampleRun) -> dict[str, str]:
-    """The reporter's variables a run adds: CODERUN_TRUSTED and a collection limit for coderun's own bodies,
+    """The reporter's variables a run adds: CODERUN_TRUSTED, a collection and a CPU limit for coderun's own bodies,
     and the one that arms the differential step, its payload written into the harness folder (once per
     sandbox and payload). The payload holds the inputs and where the function is, never what the original
     did on them: that stays on the host, so nothing a sample reads in the sandbox tells it what to answer."""
     own = {"CODERUN_TRUSTED": "1"} if run.trusted else {}
     if run.collect_timeout > 0:
         own["CODERUN_COLLECT_TIMEOUT"] = f"{run.collect_timeout:.3f}"
+    if run.trusted and run.cpu_per_test > 0:
+        own["CODERUN_TEST_CPU_TIMEOUT"] = f"{run.cpu_per_test:.3f}"
     if not run.differential:
         return own
     harness = install_reporter(sandbox)

@@ -68,17 +68,19 @@ class RunProject:
             limits: tuple[float, float], log_path: Path | None, configuration: str = "",
             pytest_args: Sequence[str] = (), differential: str | None = None,
             files: tuple[tuple[str, str], ...] = (), template: bool = True, sample: bool = True,
-            trusted: bool = False, collect_limit: float = 0.0) -> Evidence:
+            trusted: bool = False, collect_limit: float = 0.0, cpu_limit: float = 0.0) -> Evidence:
         """Run `nodeids` with `relfile` replaced by `new_source` (and `files` written beside it), under
         `limits` (per test, whole run); `pytest_args` follow the manifest's tests.args. `sample=False`: the
         text is the project's own (a run of the original), not code to guard the tests against; `trusted`: the
-        body is coderun's own (see SampleRun.trusted), and `collect_limit` then bounds its collection."""
+        body is coderun's own (see SampleRun.trusted), and `collect_limit` then bounds its collection and
+        `cpu_limit` each test's CPU time."""
         per_test, total = limits
         run = SampleRun(relfile=relfile, new_source=new_source, nodeids=list(nodeids), timeout=total,
                         per_test_timeout=per_test, env=self.test_env(configuration),
                         pytest_args=(*self.manifest.tests.args, *pytest_args), log_path=log_path,
                         template=template, differential=differential, files=files, sample=sample,
-                        trusted=trusted, collect_timeout=collect_limit if trusted else 0.0)
+                        trusted=trusted, collect_timeout=collect_limit if trusted else 0.0,
+                        cpu_per_test=cpu_limit if trusted else 0.0)
         try:
             return pool.run(self.name, run)
         except SandboxError as e:  # the sandbox could not even start

@@ -33,8 +33,9 @@ if TYPE_CHECKING:
 # Whole-run limit of a run with a stubbed body, over five times its tests' baseline time (see stub_run_limit);
 # with a run of the original on the very same tests to go by, over five times that run's time.
 STUB_RUN_SECONDS, STUB_RUN_FLOOR = 60.0, 10.0
-# Per-test limit of a stubbed body's run: this many times the slowest test's baseline time, at least the floor.
-STUB_TEST_FACTOR, STUB_TEST_FLOOR = 5.0, 0.5
+# Per-test limit of a stubbed body's run: this many times the slowest test's baseline time, at least the floor;
+# and of its CPU time, at least its own floor (a stub that loops burns CPU; see stub_cpu_limit).
+STUB_TEST_FACTOR, STUB_TEST_FLOOR, STUB_CPU_FLOOR = 5.0, 0.5, 0.2
 # Collection limit of a stubbed body's run: this many times the original's start-up and collection of the same
 # tests, at least the floor (compiling the changed file is the only new work there).
 STUB_COLLECT_FACTOR, STUB_COLLECT_FLOOR = 5.0, 5.0
@@ -84,6 +85,16 @@ def stub_test_limit(durations: list[float], per_test: float) -> float:
     return min(per_test, max(STUB_TEST_FLOOR, STUB_TEST_FACTOR * max(durations, default=0.0)))
 
 
+def stub_cpu_limit(durations: list[float]) -> float:
+    """The per-test CPU limit of a stubbed body's run, beside its wall-clock limit (stub_test_limit). Most stubs
+    that time out loop (a `return None` in a cache's `popitem` spins in `clear`): the CPU limit stops them at
+    a fraction of the wall clock's floor, which has to stay high enough that a test descheduled by the
+    builds beside it is not stopped. CPU time does not grow with the load, and a test uses no more CPU than
+    its wall time (threads aside), so this many times the original's wall time stops no test that the
+    original's pace would have finished."""
+    return max(STUB_CPU_FLOOR, STUB_TEST_FACTOR * max(durations, default=0.0))
+
+
 @contextlib.contextmanager
 def sandbox_tests(manifest: Manifest, settings: Settings, backend: str, env: LocalEnv, logs: Path,
             durations: dict[str, float], jobs: int, notes: list[str]) -> Iterator[SandboxTests]:
@@ -114,7 +125,7 @@ def sandbox_tests(manifest: Manifest, settings: Settings, backend: str, env: Loc
         if new_source is None:
             new_source = (tree / relfile).read_text(encoding="utf-8")
         key = (configuration, tuple(nodeids))
-        per_test, total, collect = book.limits(project, durations, key, first_failure)
+        per_test, total, collect, cpu = book.limits(project, durations, key, first_failure)
         with lock:  # verification's runs are run-N.log, pass+'s (exploring, confirming) pass-plus-N.log
             log = logs / f"{'pass-plus' if pass_plus else 'run'}-{next(counter):05d}.log"
         ev = project.run(pool, relfile=relfile, new_source=new_source, nodeids=nodeids,
@@ -131,7 +142,7 @@ def sandbox_tests(manifest: Manifest, settings: Settings, backend: str, env: Loc
                          # coderun's own bodies, skip them: the same tests and code have nothing more to tell,
                          # and they cost O(tests) after each test (rdflib: 30 s of a 113 s run).
                          trusted=not (kind == SHARED and book.check_once(configuration)),
-                         collect_limit=collect)
+                         collect_limit=collect, cpu_limit=cpu)
         _raise_if_unusable(manifest, ev, log)
         book.add(ev, kind, key if original and not pass_plus else None)
         return ev
@@ -165,15 +176,16 @@ class _RunBook:
             return first
 
     def limits(self, project: RunProject, durations: dict[str, float], key: tuple[str, tuple[str, ...]],
-               first_failure: bool) -> tuple[float, float, float]:
-        """(per test, whole run, collection) limits of a run of the tests `key` names: the evaluation's, or,
-        for a stubbed body's run (`first_failure`), those the original's times give (collection: 0, none)."""
+               first_failure: bool) -> tuple[float, float, float, float]:
+        """(per test, whole run, collection, per test's CPU) limits of a run of the tests `key` names: the
+        evaluation's, or, for a stubbed body's run (`first_failure`), those the original's times give (collection
+        and CPU: 0, none)."""
         recorded = [max(durations.get(n, 1.0), self.seen.get(n, 0.0)) for n in key[1]]
         per_test, total = project.limits(recorded)
         if not first_failure:
-            return per_test, total, 0.0
+            return per_test, total, 0.0, 0.0
         return (stub_test_limit(recorded, per_test), min(total, stub_run_limit(recorded, self.whole.get(key))),
-                stub_collect_limit(self.collected.get(key)))
+                stub_collect_limit(self.collected.get(key)), min(per_test, stub_cpu_limit(recorded)))
 
     def add(self, ev: Evidence, kind: str, original: tuple[str, tuple[str, ...]] | None) -> None:
         """A run that ended; `original`: its (configuration, node ids) when it ran the original for verification."""
