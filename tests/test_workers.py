@@ -3,6 +3,10 @@ hostile samples alike; a sample that kills its worker is run again on the naive 
 
 from __future__ import annotations
 
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+
 import pytest
 from sandbox_fixtures import BACKENDS, NODEIDS, spec_for
 
@@ -139,6 +143,36 @@ def test_a_sample_that_kills_its_worker_falls_back_to_naive(backend, request, tm
     assert after.verdict == VerdictKind.PASS
     assert len(pool.notes) == 1 and "naive" in pool.notes[0]
     assert "fallback from workers" in (tmp_path / "killer.log").read_text()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_workers_started_ahead_serve_the_first_runs(backend, request, tmp_path):
+    """A task build starts its workers while its recording runs: the runs that come then are lent those,
+    and asking again starts no more than the count."""
+    pool = WorkerPool(backend, {"tiny": spec_for(backend, request)}, jobs=2)
+    with pool:
+        pool.prestart("tiny", {}, 2)
+        pool.prestart("tiny", {}, 2)
+        runs = [SampleRun(**{**_run(name, SAMPLES[name]).__dict__, "log_path": tmp_path / f"{name}.log"})
+                for name in ("correct", "wrong")]
+        with ThreadPoolExecutor(2) as threads:
+            got = list(threads.map(lambda r: grade(NODEIDS, pool.run("tiny", r)).verdict, runs))
+    assert got == [VerdictKind.PASS, VerdictKind.FAIL] and pool.notes == []
+    slots = {re.search(r"slot (\d+)", (tmp_path / f"{n}.log").read_text()).group(1) for n in ("correct", "wrong")}
+    assert slots <= {"0", "1"}
+
+
+def test_a_worker_that_fails_to_start_ahead_sends_its_run_to_the_naive_path(request, tmp_path):
+    """The background start's failure reaches the first run lent that worker: the run falls back, visibly,
+    and no worker of the project is started again."""
+    spec = replace(spec_for("local", request), python=str(tmp_path / "no-such-python"))
+    pool = WorkerPool("local", {"tiny": spec}, jobs=1)
+    with pool:
+        pool.prestart("tiny", {}, 1)
+        first, second = (pool.run("tiny", _run("correct", GOOD)) for _ in range(2))
+    assert first.infra_error and second.infra_error
+    assert len(pool.notes) == 2 and all("naive executor (" in n and "no interpreter at" in n for n in pool.notes)
+    assert "the worker could not start" in pool.notes[1], pool.notes
 
 
 def _task_runs(pool, names: list[str], tmp_path, pytest_args: tuple[str, ...] = (),

@@ -110,17 +110,15 @@ def _build_project(manifest: Manifest, settings: Settings, backend: str, include
     durations = {n: o.duration for n, o in covmap.outcomes.items()}  # what the evaluation's limits use
     mapped, capped = _map_all(manifest, selection.candidates, covmap,
                               {**durations, **{t.nodeid: t.duration for t in baseline.tests}})
-    if capped:
-        say(f"{len(capped)} tasks capped (max_tests_per_task "
-            f"{manifest.tasks.max_tests_per_task or 'none'}, max_seconds_per_task {manifest.tasks.max_seconds_per_task:g}): "
-            f"{sum(map(len, capped.values()))} of their slowest mapped tests dropped")
+    _say_capped(say, manifest, capped)
     notes: list[str] = []
-    recorded = record(manifest, env, {_tid(manifest, c): (_candidate_target(c), tests)
-                                      for c, tests, _ in mapped if tests}, logs, say) if rigor else {}
-    lap("recording")
-    verifying = time.monotonic()
-    supplementary = set(supplementary_files(manifest))  # paths as the tree has them
     with sandbox_tests(manifest, settings, backend, env, logs, durations, jobs, notes) as runner:
+        runner.prestart()  # the workers start on the other core while the recording runs on one
+        recorded = record(manifest, env, {_tid(manifest, c): (_candidate_target(c), tests)
+                                          for c, tests, _ in mapped if tests}, logs, say) if rigor else {}
+        lap("recording")
+        verifying = time.monotonic()
+        supplementary = set(supplementary_files(manifest))  # paths as the tree has them
         verdicts = _verify_all(manifest, env, runner, [(c, tests) for c, tests, _ in mapped], jobs, kept,
                                on_event, recorded)
         lap("verification")
@@ -185,6 +183,13 @@ class _Laps:
         now = time.monotonic()
         self.seconds[stage] = round(now - self._mark, 1)
         self._mark = now
+
+
+def _say_capped(say, manifest: Manifest, capped: dict[str, list[str]]) -> None:
+    if capped:
+        say(f"{len(capped)} tasks capped (max_tests_per_task "
+            f"{manifest.tasks.max_tests_per_task or 'none'}, max_seconds_per_task {manifest.tasks.max_seconds_per_task:g}): "
+            f"{sum(map(len, capped.values()))} of their slowest mapped tests dropped")
 
 
 def _say_times(say, lap: _Laps, kinds: dict[str, RunKindTime]) -> None:

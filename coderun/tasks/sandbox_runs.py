@@ -147,9 +147,12 @@ def sandbox_tests(manifest: Manifest, settings: Settings, backend: str, env: Loc
         book.add(ev, kind, key if original and not pass_plus else None)
         return ev
 
+    def prestart() -> None:
+        pool.prestart(manifest.name, project.test_env(configuration_names(manifest)[0]), jobs)
+
     with WorkerPool(backend, {manifest.name: project.spec}, jobs) as pool:
         try:
-            yield SandboxTests(evidence, book.kinds)
+            yield SandboxTests(evidence, book.kinds, prestart)
         finally:
             notes.extend(pool.notes)
 
@@ -216,10 +219,12 @@ def _raise_if_unusable(manifest: Manifest, ev: Evidence, log: Path) -> None:
 class SandboxTests:
     """Runs of the project's tests in the evaluation's sandbox: a `TestRunner` (outcomes per test), and
     `observe`, a run that also makes the differential step's calls after the tests and returns its record.
-    `kinds`: the time of the runs made so far, by kind (filled as they end)."""
+    `kinds`: the time of the runs made so far, by kind (filled as they end); `prestart()` starts the workers
+    in the background, so that they are ready when the first runs come."""
 
     evidence: Callable[..., Evidence]
     kinds: dict[str, RunKindTime] = field(default_factory=dict)
+    prestart: Callable[[], None] = lambda: None
 
     def __call__(self, relfile: str | None, new_source: str | None, nodeids: list[str], *,
                  first_failure: bool = False, configuration: str = "", kind: str = "") -> dict[str, str]:

@@ -91,8 +91,7 @@ class WorkerPool:
             return self._fallback(project, run, self._broken[project])
         worker = self._lend(project, _template_key(run))
         try:
-            if not worker.started:
-                worker.start(run.env)
+            worker.ensure_started(run.env)
             return worker.run(run)
         except (WorkerLost, SandboxError) as e:
             if not worker.started or worker.failed_start:
@@ -105,6 +104,24 @@ class WorkerPool:
                 with self._lock:
                     self._free[project].append(worker)
 
+    def prestart(self, project: str, env: dict[str, str], count: int) -> None:
+        """Start up to `count` workers of `project` in the background, ahead of its first runs (a task build
+        starts them while its recording runs on one core); a run lent one waits for its start to end."""
+        with self._lock:
+            if project in self._broken:
+                return
+            for _ in range(count - sum(1 for w in self._all if w.spec.project == project)):
+                worker = self._new(project)
+                self._free[project].append(worker)
+                worker.start_in_background(env)
+
+    def _new(self, project: str) -> Worker:
+        """A worker for the project's next slot (the pool's lock held)."""
+        slot = sum(1 for w in self._all if w.spec.project == project)
+        worker = Worker(self.backend, replace(self.specs[project], slot=slot))
+        self._all.append(worker)
+        return worker
+
     def _lend(self, project: str, key: tuple | None) -> Worker:
         """A free worker, the one whose template fits the run if one does (its runs fork from it), else the
         last returned; a new one when none is free."""
@@ -113,10 +130,7 @@ class WorkerPool:
             if free:
                 fits = [i for i, w in enumerate(free) if w.template_key == key] if key is not None else []
                 return free.pop(fits[-1] if fits else -1)
-            slot = sum(1 for w in self._all if w.spec.project == project)
-            worker = Worker(self.backend, replace(self.specs[project], slot=slot))
-            self._all.append(worker)
-            return worker
+            return self._new(project)
 
     def _fallback(self, project: str, run: SampleRun, why: str) -> Evidence:
         note = f"fallback from workers: {why}"
@@ -138,6 +152,33 @@ class Worker:
         self.env: dict[str, str] = {}
         self.pid = 0
         self.template_key: tuple | None = None   # the template the worker keeps, if any (_template_key)
+        self._starting: threading.Thread | None = None   # start_in_background's
+        self._start_error: Exception | None = None
+
+    def start_in_background(self, env: dict[str, str]) -> None:
+        self._starting = threading.Thread(target=self._start_kept, args=(env,), daemon=True,
+                                          name=f"coderun-worker-start-{self.spec.project}-{self.spec.slot}")
+        self._starting.start()
+
+    def _start_kept(self, env: dict[str, str]) -> None:
+        try:
+            self.start(env)
+        except (WorkerLost, SandboxError) as e:  # raised again to the run that is lent this worker
+            self._start_error = e
+
+    def ensure_started(self, env: dict[str, str]) -> None:
+        """Started: by the background start under way (its failure raised here, once), else now."""
+        self._join_start()
+        if self._start_error is not None:
+            error, self._start_error = self._start_error, None
+            raise error
+        if not self.started:
+            self.start(env)
+
+    def _join_start(self) -> None:
+        if self._starting is not None:
+            self._starting.join()
+            self._starting = None
 
     def start(self, env: dict[str, str]) -> None:
         """Start the sandbox (once) and the worker process in it; wait for its hello."""
@@ -206,6 +247,7 @@ class Worker:
 
     def close(self) -> None:
         """Stop the worker and remove its sandbox."""
+        self._join_start()
         if self.channel is not None:
             self.channel.close()
             self.channel = None
