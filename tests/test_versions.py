@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import platform
 import subprocess
 import sys
@@ -30,6 +32,39 @@ def test_coderun_environment_lists_its_dependency_closure_with_installed_version
     if sys.version_info >= (3, 11):
         assert "tomli" not in versions                                         # its marker is false here
     assert not env.missing
+
+
+def test_coderun_environment_is_kept_for_the_next_process_until_a_folder_on_sys_path_changes(tmp_path):
+    """The closure is read once and kept in coderun's home; the next process uses it while the folders on
+    sys.path that hold distributions are as they were, and reads it again once one changes (a distribution
+    installed or removed there). A folder without any (the working directory) changes nothing."""
+    site, work = tmp_path / "site", tmp_path / "work"
+    (site / "a.dist-info").mkdir(parents=True)
+    work.mkdir()
+    env = {**os.environ, "CODERUN_HOME": str(tmp_path / "home"),
+           "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+    script = "from coderun.envs.versions import coderun_environment as c; print(c().coderun)"
+    kept, real = tmp_path / "home" / "coderun-environment.json", metadata.version("coderun")
+
+    def version() -> str:
+        return subprocess.run([sys.executable, "-c", script], env=env, cwd=work, capture_output=True, text=True,
+                              check=True).stdout.strip()
+
+    def mark() -> None:  # what the next process reads, if it reads the kept closure
+        data = json.loads(kept.read_text())
+        data["environment"]["coderun"] = "kept"
+        kept.write_text(json.dumps(data))
+
+    assert version() == real
+    mark()
+    assert version() == "kept"
+    (work / "scratch.txt").write_text("")
+    assert version() == "kept"
+    (site / "b.dist-info").mkdir()
+    assert version() == real
+    mark()
+    (site / "b.dist-info").rmdir()
+    assert version() == real
 
 
 def test_packages_script_lists_what_an_interpreter_has_installed():

@@ -13,11 +13,15 @@ applies but is not installed is listed as missing rather than failing the run.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import os
 import platform
+import sys
 from datetime import datetime, timezone
 from importlib import metadata
+from pathlib import Path
 from typing import Literal
 
 from packaging.markers import UndefinedEnvironmentName
@@ -78,7 +82,55 @@ def project_environment(output: str, *, project: str, backend: Literal["local", 
 @functools.cache
 def coderun_environment() -> CoderunEnvironment:
     """This process: coderun's version, the interpreter, and the installed version of every distribution
-    coderun's requirements pull in. Read once per process (a run asks at its start and when it resumes)."""
+    coderun's requirements pull in. Read once per process (a run asks at its start and when it resumes), and
+    kept in coderun's home for the next process while the folders it came from are unchanged: reading the
+    closure's metadata takes 0.1-0.15 s, which every `coderun eval` paid, and installing, removing or upgrading
+    a distribution changes its folder's modification time."""
+    key = _installation_key()
+    kept = _read_kept(key)
+    if kept is not None:
+        return kept
+    env = _read_environment()
+    _keep(key, env)
+    return env
+
+
+def _installation_key() -> list:
+    """What the closure depends on: the interpreter, and each folder on sys.path that holds distributions'
+    metadata with its modification time (not the others: `python -m` puts the working directory there)."""
+    folders = []
+    for entry in dict.fromkeys(sys.path):
+        with contextlib.suppress(OSError):
+            if any(name.endswith((".dist-info", ".egg-info")) for name in os.listdir(entry or ".")):
+                folders.append([entry, os.stat(entry or ".").st_mtime_ns])
+    return [sys.executable, sys.prefix, __version__, folders]
+
+
+def _kept_path() -> Path:
+    from coderun.config import load_settings
+
+    return load_settings().home / "coderun-environment.json"
+
+
+def _read_kept(key: list) -> CoderunEnvironment | None:
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        data = json.loads(_kept_path().read_text(encoding="utf-8"))
+        if data["key"] == key:
+            return CoderunEnvironment.model_validate(data["environment"])
+    return None
+
+
+def _keep(key: list, env: CoderunEnvironment) -> None:
+    """Written whole or not at all (a temporary file renamed): two processes starting together both write."""
+    with contextlib.suppress(OSError):
+        path = _kept_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"key": key, "environment": env.model_dump(mode="json")}), encoding="utf-8")
+        os.replace(tmp, path)
+
+
+def _read_environment() -> CoderunEnvironment:
     try:
         root = metadata.distribution("coderun")
     except metadata.PackageNotFoundError:  # run from a source tree that was never installed
