@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import pytest
-from sandbox_fixtures import BACKENDS, NODEIDS, spec_for
+from sandbox_fixtures import BACKENDS, NODEIDS, PROJECT_FILES, spec_for
 
 from coderun.records import VerdictKind
 from coderun.runner.evidence import SampleRun
@@ -173,6 +173,34 @@ def test_a_worker_that_fails_to_start_ahead_sends_its_run_to_the_naive_path(requ
     assert first.infra_error and second.infra_error
     assert len(pool.notes) == 2 and all("naive executor (" in n and "no interpreter at" in n for n in pool.notes)
     assert "the worker could not start" in pool.notes[1], pool.notes
+
+
+def test_the_test_files_of_the_run_are_primed_with_a_workers_first_sample(request, tmp_path):
+    """A worker primes (collects in a pristine copy, keeping the bytecode) each test file it meets; told the
+    run's other test files, it collects them with the first sample's, so a later sample needs no priming."""
+    files = {**PROJECT_FILES, "tests/test_other.py": PROJECT_FILES["tests/test_mod.py"]}
+    project = tmp_path / "project"
+    for rel, text in files.items():
+        (project / rel).parent.mkdir(parents=True, exist_ok=True)
+        (project / rel).write_text(text)
+    spec = replace(spec_for("local", request), project_dir=str(project))
+    other = [n.replace("test_mod", "test_other") for n in NODEIDS]
+
+    def primed(prime_files: tuple[str, ...]) -> list[float]:
+        seconds = []
+        with WorkerPool("local", {"tiny": spec}, jobs=1) as pool:
+            for i, nodeids in enumerate((NODEIDS, other)):
+                log = tmp_path / f"{len(prime_files)}-{i}.log"
+                run = SampleRun(relfile="pkg/mod.py", new_source=GOOD, nodeids=nodeids, timeout=20,
+                                per_test_timeout=3, env={}, log_path=log, prime_files=prime_files)
+                assert grade(nodeids, pool.run("tiny", run)).verdict is VerdictKind.PASS
+                seconds.append(float(re.search(r"prime ([\d.]+)s", log.read_text()).group(1)))
+        return seconds
+
+    alone = primed(())
+    together = primed(("tests/test_mod.py", "tests/test_other.py"))
+    assert alone[0] > 0 and alone[1] > 0, alone            # each sample met a file of its own
+    assert together[0] > 0 and together[1] == 0, together  # the second file came with the first
 
 
 def _task_runs(pool, names: list[str], tmp_path, pytest_args: tuple[str, ...] = (),

@@ -22,11 +22,12 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from coderun.choices import Backend, Executor, Isolation
 from coderun.config import Settings
+from coderun.envs.testrun import files_of
 from coderun.envs.versions import ENVIRONMENT_FILE, coderun_environment, differences, environment_text
 from coderun.errors import SandboxError, StoreError, TaskError, UsageError
 from coderun.evaluation.folder import write_problems
@@ -249,7 +250,7 @@ def execute(store: RunStore, settings: Settings, *, jobs: int | None = None, clu
     for u in units:
         u.inputs, u.rigor, u.template = inputs.get(u.task.task_id), config.rigor, per_task[u.task.task_id] > 1
     summary = RunSummary(store.path)
-    projects = projects_of_run(store, [u.task.project for u in units], settings, tasks)
+    projects = _with_test_files(projects_of_run(store, [u.task.project for u in units], settings, tasks), units)
     summary.problems += _record_environments(store, projects) + _not_runnable_notes(units, projects)
     with make_pool(config.executor, config.backend, {n: p.spec for n, p in projects.items()}, jobs,
                    cluster=cluster, manifests={n: p.manifest for n, p in projects.items()},
@@ -259,6 +260,15 @@ def execute(store: RunStore, settings: Settings, *, jobs: int | None = None, clu
         finally:
             summary.problems += pool.notes  # samples that fell back from workers to the naive path
     return summary
+
+
+def _with_test_files(projects: dict[str, RunProject], units: list[_Unit]) -> dict[str, RunProject]:
+    """Each project with the test files its units run, which each worker then primes at its first sample."""
+    files: dict[str, dict[str, None]] = {}
+    for u in units:
+        for conf in u.task.runs():
+            files.setdefault(u.task.project, {}).update(dict.fromkeys(files_of(conf.tests)))
+    return {n: replace(p, prime_files=tuple(files.get(n, ()))) for n, p in projects.items()}
 
 
 def _units(store: RunStore, tasks: dict[str, Task], dedupe: bool = True) -> list[_Unit]:

@@ -47,16 +47,18 @@ def unprimed(w: SampleServer, req: dict) -> bool:
 
 def prime(w: SampleServer, req: dict) -> float:
     """Collect this request's new test files in a pristine copy with bytecode writing on; keep the
-    .pyc files written and import what the collection imported from outside the project. A failed
-    priming only means that those files get compiled, and those modules imported, by every sample."""
-    files = [f for f in dict.fromkeys(n.split("::", 1)[0] for n in req["nodeids"]) if f not in w.primed]
-    if not files:
+    .pyc files written and import what the collection imported from outside the project. The files the
+    host says the next requests need (`prime_files`) are collected with them. A failed priming only means
+    that those files get compiled, and those modules imported, by every sample."""
+    own = [n.split("::", 1)[0] for n in req["nodeids"]]
+    files = [f for f in dict.fromkeys([*own, *req.get("prime_files", ())]) if f not in w.primed]
+    if not any(f in files for f in own):
         return 0.0
     t0 = time.monotonic()
     w.primed.update(files)
     base, project = w.folders.pristine()
     job = {**req, "token": "prime-" + req["token"], "cgroup": None, "prime": True,
-           "args": [*req["args"], "--collect-only"]}
+           "args": [*req["args"], *(f for f in files if f not in own), "--collect-only"]}
     try:
         job["cgroup"] = new_cgroup(w, job["token"])
         answer = fork_and_wait(w, job, base, project)

@@ -58,14 +58,15 @@ def read_tree(stream) -> bytes:
 
 def run_request(token: str, relfile: str, source: str, nodeids: list[str], timeout: float,
                 per_test_timeout: float, env: dict[str, str], args: list[str], output_limit: int,
-                template: bool, files: dict[str, str] | None = None) -> dict:
+                template: bool, files: dict[str, str] | None = None, prime: list[str] | None = None) -> dict:
     """Run `nodeids` with `relfile` replaced by `source` (and `files`, path -> text, written beside it);
     `token` names the request and its records. `template`: configure pytest once for the requests alike
-    (False for a one-off run)."""
+    (False for a one-off run). `prime`: the test files of the requests to come, primed with this one's
+    (one collection for all of them instead of one per new file)."""
     return {"kind": RUN, "id": token, "token": token, "relfile": relfile, "source": source,
             "nodeids": list(nodeids), "timeout": timeout, "per_test_timeout": per_test_timeout,
             "env": env, "args": args, "output_limit": output_limit, "template": template,
-            "files": dict(files or {})}
+            "files": dict(files or {}), "prime_files": list(prime or [])}
 
 
 # -- worker -> host -----------------------------------------------------------------------------------

@@ -80,6 +80,8 @@ class SampleRun:
                                       # run): the reporter skips its test-code snapshot. Never for a sample
     collect_timeout: float = 0.0      # seconds to the end of collection (0: none); coderun's own bodies only
     cpu_per_test: float = 0.0         # CPU seconds per test (0: none); coderun's own bodies only
+    prime_files: tuple[str, ...] = () # workers: the test files of the run's other samples, primed with this
+                                      # one's at a worker's first sample (one collection, not one per file)
 
 
 def sample_command(python: str, run: SampleRun) -> list[str]:

@@ -40,6 +40,8 @@ class RunProject:
     environment: ProjectEnvironment | None = field(default=None, compare=False)
     # Each test's outcome on the original in this environment (its baseline); empty: not known.
     baseline: dict[str, str] = field(default_factory=dict, compare=False)
+    # The test files a run will use, primed together by each worker (SampleRun.prime_files).
+    prime_files: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def name(self) -> str:
@@ -80,7 +82,7 @@ class RunProject:
                         pytest_args=(*self.manifest.tests.args, *pytest_args), log_path=log_path,
                         template=template, differential=differential, files=files, sample=sample,
                         trusted=trusted, collect_timeout=collect_limit if trusted else 0.0,
-                        cpu_per_test=cpu_limit if trusted else 0.0)
+                        cpu_per_test=cpu_limit if trusted else 0.0, prime_files=self.prime_files)
         try:
             return pool.run(self.name, run)
         except SandboxError as e:  # the sandbox could not even start

@@ -227,7 +227,7 @@ class Worker:
             env={**self.sandbox.with_services({k: v for k, v in run.env.items() if k != "PYTHONPATH"}),
                  **reporter_env(self.sandbox, run)},
             args=sample_command(self.sandbox.python, run)[3:], output_limit=self.spec.limits.output_limit,
-            template=run.template, files=dict(run.files))
+            template=run.template, files=dict(run.files), prime=list(run.prime_files))
         self.channel.send(req)
         self.template_key = _template_key(run)
         msg = self.channel.receive(time.monotonic() + run.timeout + _GRACE)
