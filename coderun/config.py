@@ -71,8 +71,13 @@ class Settings:
         return self.home / "store.sqlite"
 
 
+def home_dir() -> Path:
+    """coderun's home: CODERUN_HOME, else ~/.cache/coderun."""
+    return Path(os.environ.get("CODERUN_HOME") or Path.home() / ".cache" / "coderun").expanduser()
+
+
 def load_settings(extra_project_dirs: list[Path] | None = None) -> Settings:
-    home = Path(os.environ.get("CODERUN_HOME") or Path.home() / ".cache" / "coderun").expanduser()
+    home = home_dir()
     dirs = [Path(p).expanduser() for p in os.environ.get("CODERUN_PROJECTS", "").split(os.pathsep) if p]
     dirs += list(extra_project_dirs or [])
     return Settings(home=home, project_dirs=tuple(dirs), git_mirrors=_git_mirrors(), registry=_registry())

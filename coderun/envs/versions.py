@@ -29,6 +29,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from coderun import __version__
+from coderun.config import home_dir
 from coderun.errors import EnvironmentBuildError
 from coderun.records import CoderunEnvironment, Package, ProjectEnvironment, RunEnvironment
 
@@ -107,9 +108,7 @@ def _installation_key() -> list:
 
 
 def _kept_path() -> Path:
-    from coderun.config import load_settings
-
-    return load_settings().home / "coderun-environment.json"
+    return home_dir() / "coderun-environment.json"
 
 
 def _read_kept(key: list) -> CoderunEnvironment | None:
