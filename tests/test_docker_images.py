@@ -3,6 +3,7 @@ no network inside, non-root user. Skipped with the reason when no engine answers
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -213,25 +214,43 @@ def test_version_no_strategy_provides_is_a_clear_error(docker_engine):
             base_spec(docker_engine, "3.4")
 
 
+STAND_IN_LABEL = "coderun.test-stand-in"
+
+
+def _stand_in_slim(client, version: str) -> str:
+    """A stand-in python:X.Y-slim: the host suite's rootfs image under a label that marks it as ours, so
+    the leftover of a killed run is removed, never mistaken for a real image (which makes the test skip).
+    3.13: rootfs can provide it but no other docker test builds it, so tests running beside this one in
+    the same engine never see the stand-in (with 3.11 one did, and chose `pull`)."""
+    ref = f"python:{version}-slim"
+    for image in client.images.list(name=ref):
+        if STAND_IN_LABEL not in (image.labels or {}):
+            pytest.skip(f"{ref} is a real image here; the test does not touch it")
+        client.images.remove(ref, force=True)
+    rootfs = base_spec(client, HOST_PYTHON, BaseStrategy.ROOTFS).parent
+    build_base_image(HOST_PYTHON, load_settings(), strategy=BaseStrategy.ROOTFS, client=client)
+    dockerfile = f"FROM {rootfs}\nLABEL {STAND_IN_LABEL}=1\n".encode()
+    client.images.build(fileobj=io.BytesIO(dockerfile), tag=ref, network_mode="none", rm=True)
+    return ref
+
+
 def test_pull_strategy_uses_a_python_slim_image_already_in_the_engine(docker_engine):
-    """Auto-selection never contacts a registry: `pull` is chosen only when python:X.Y-slim is local.
-    A stand-in python:X.Y-slim (the rootfs image retagged) exercises that path offline."""
-    ref = f"python:{HOST_PYTHON}-slim"
-    if docker_engine.images.list(name=ref):
-        pytest.skip(f"{ref} is a real image here; the test does not touch it")
-    settings = load_settings()
-    rootfs = base_spec(docker_engine, HOST_PYTHON, BaseStrategy.ROOTFS).parent
-    build_base_image(HOST_PYTHON, settings, strategy=BaseStrategy.ROOTFS, client=docker_engine)
-    docker_engine.images.get(rootfs).tag("python", f"{HOST_PYTHON}-slim")
+    """Auto-selection never contacts a registry: `pull` is chosen only when python:X.Y-slim is local,
+    and not for a project that needs Debian packages, which only a rootfs can provide offline."""
+    version = "3.13"
+    ref = _stand_in_slim(docker_engine, version)
     try:
-        assert choose_strategy(docker_engine, HOST_PYTHON, None) is BaseStrategy.PULL
-        image = build_base_image(HOST_PYTHON, settings, client=docker_engine)
+        assert choose_strategy(docker_engine, version, None) is BaseStrategy.PULL
+        assert choose_strategy(docker_engine, version, None, ("redis-server",)) is BaseStrategy.ROOTFS
+        with pytest.raises(UsageError, match="redis-server .* need the rootfs base strategy"):
+            base_spec(docker_engine, version, BaseStrategy.PULL, ("redis-server",))
+        image = build_base_image(version, load_settings(), client=docker_engine)
         assert image.strategy is BaseStrategy.PULL and image.parent == ref
         assert _run(docker_engine, image.tag, ["sh", "-c", "id -u coderun && test -x /opt/venv/bin/python"])
         docker_engine.images.remove(image.tag)
     finally:
-        docker_engine.images.remove(ref)
-    assert choose_strategy(docker_engine, HOST_PYTHON, None) is BaseStrategy.ROOTFS
+        docker_engine.images.remove(ref, force=True)
+    assert choose_strategy(docker_engine, version, None) is BaseStrategy.ROOTFS
 
 
 def test_pre_install_change_to_a_task_file_survives_docker_evaluation(tmp_path, monkeypatch, docker_engine):

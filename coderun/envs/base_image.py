@@ -94,21 +94,29 @@ def _version_key(v: str) -> tuple[int, ...]:
 
 
 def choose_strategy(client: docker.DockerClient, python: str,
-                    requested: BaseStrategy | None) -> BaseStrategy:
-    """The requested strategy, or: pull if python:X.Y-slim is already local, else rootfs if a suite fits."""
+                    requested: BaseStrategy | None, apt: tuple[str, ...] = ()) -> BaseStrategy:
+    """The requested strategy, or: pull if python:X.Y-slim is already local, else rootfs if a suite fits.
+    Debian packages (`apt`) can only come from a rootfs (builds have no network), so they make rootfs
+    the first choice."""
     if requested is not None:
         if requested is BaseStrategy.ROOTFS:
             _rootfs_suite(python)  # fails clearly when no suite ships that version
         return requested
+    if apt and _rootfs_can_provide(python):
+        return BaseStrategy.ROOTFS
     if dockerlib.image_exists(client, pull_reference(python)):
         return BaseStrategy.PULL
-    if shutil.which("debootstrap") and (python in RootfsRecipe.load().suites or _copyable(python)):
+    if _rootfs_can_provide(python):
         return BaseStrategy.ROOTFS
     raise EnvironmentBuildError(
         f"no base image strategy can provide Python {python} here; available: "
         + "; ".join(f"{k}: {', '.join(v) or 'none'}" for k, v in available(client).items()),
         hint=f"with a registry, `--base pull` uses {pull_reference(python)}; without one, use a Python "
              "version listed for rootfs (and install debootstrap)")
+
+
+def _rootfs_can_provide(python: str) -> bool:
+    return bool(shutil.which("debootstrap")) and (python in RootfsRecipe.load().suites or _copyable(python))
 
 
 _COPYABLE = ("3.6", "3.7", "3.8", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14")
@@ -161,11 +169,12 @@ class BaseSpec:
 
 def base_spec(client: docker.DockerClient, python: str, strategy: BaseStrategy | None = None,
               apt: tuple[str, ...] = ()) -> BaseSpec:
-    strategy = choose_strategy(client, python, strategy)
+    strategy = choose_strategy(client, python, strategy, apt)
     if strategy is BaseStrategy.PULL:
         if apt:
-            raise UsageError(f"install.apt ({', '.join(apt)}) needs the rootfs base strategy: builds run "
-                             "without a network, so apt cannot download inside a python:X.Y-slim image",
+            raise UsageError(f"the Debian packages {', '.join(apt)} (install.apt, tests.services) need the "
+                             "rootfs base strategy: builds run without a network, so apt cannot download "
+                             "inside a python:X.Y-slim image",
                              hint="use `--base rootfs`")
         parent, interpreter = pull_reference(python), "python3"
         glibc = RootfsRecipe.load().pull_glibc
