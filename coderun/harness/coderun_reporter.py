@@ -1,7 +1,7 @@
 """coderun's pytest reporter: loaded with `-p coderun_reporter` from a folder outside the sample's copy.
 
 Standalone on purpose (no coderun imports): it runs inside the project's interpreter, which may be
-another Python version without coderun installed. It is configured by three environment variables,
+another Python version without coderun installed. It is configured by the environment variables below,
 removed from os.environ as soon as it is imported (before conftest files or test modules are):
 
     CODERUN_REPORT          path of the report file (JSON lines, opened once for appending)
