@@ -93,10 +93,12 @@ def settings(project_dirs: list[Path] | None = None) -> Settings:
 
 def with_registry(s: Settings, registry: str | None) -> Settings:
     """`s` with --registry's value (checked) in place of the configured one."""
-    from coderun.envs.registry import check_registry
-
     value = registry or s.registry
-    return replace(s, registry=check_registry(value) if value else None)
+    if not value:
+        return replace(s, registry=None)
+    from coderun.envs.registry import check_registry  # imports the docker SDK: only with a registry
+
+    return replace(s, registry=check_registry(value))
 
 
 def project_selection(values: list[str] | None, project_dirs: list[Path] | None) -> tuple[Settings, list[str]]:
