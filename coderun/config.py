@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from coderun.errors import ConfigError
 
@@ -74,6 +77,24 @@ class Settings:
 def home_dir() -> Path:
     """coderun's home: CODERUN_HOME, else ~/.cache/coderun."""
     return Path(os.environ.get("CODERUN_HOME") or Path.home() / ".cache" / "coderun").expanduser()
+
+
+def read_kept(name: str) -> Any:
+    """What `keep(name, ...)` left in the home for later processes; None when there is none or it is unreadable."""
+    with contextlib.suppress(OSError, ValueError):
+        return json.loads((home_dir() / name).read_text(encoding="utf-8"))
+    return None
+
+
+def keep(name: str, data: Any) -> None:
+    """Leave `data` (JSON) in the home for later processes, whole or not at all (a temporary file renamed:
+    two processes starting together both write). A home that cannot be written keeps nothing."""
+    with contextlib.suppress(OSError):
+        path = home_dir() / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data), encoding="utf-8")
+        os.replace(tmp, path)
 
 
 def load_settings(extra_project_dirs: list[Path] | None = None) -> Settings:

@@ -325,6 +325,45 @@ def test_vendored_copies_in_the_system_are_found_once_and_never_in_the_standard_
         [["lib/python3/dist-packages/pkg", "lib/sdk/third_party/pkg"]] * 2
 
 
+def test_the_system_index_is_kept_for_later_processes_until_a_folder_changes(tmp_path, monkeypatch):
+    """The walk of /usr took 0.5 s of every run's first sandbox start: it is kept in the home with each folder's
+    modification time. A copy of the project put there later changes a folder's time and is found; a walk
+    that saw folders change while it ran is not kept."""
+    monkeypatch.setenv("CODERUN_HOME", str(tmp_path / "home"))
+    tree, system = tmp_path / "tree", tmp_path / "usr"
+    for path in (tree / "pkg/core.py", system / "lib/sdk/third_party/other/core.py", system / "share/doc/README"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+    (tree / "pkg/__init__.py").write_text("")
+
+    def age(*folders: Path) -> None:  # last changed a minute ago, as a system's folders are
+        for folder in folders:
+            os.utime(folder, (os.stat(folder).st_atime, os.stat(folder).st_mtime - 60))
+
+    walks, walk = [], os.walk
+
+    def copies() -> list[str]:
+        isolation._walk_index.cache_clear()  # a new process
+        os.walk = lambda top, *a, **k: walks.append(top) or walk(top, *a, **k)
+        try:
+            return [os.path.relpath(p, system) for p in isolation._system_copies(str(tree), (str(system),))]
+        finally:
+            os.walk = walk
+            isolation._walk_index.cache_clear()
+
+    assert copies() == [] and len(walks) == 1  # folders changed just now: walked, not kept
+    age(*(Path(folder) for folder, _, _ in walk(system)))
+    assert copies() == [] and len(walks) == 2  # walked and kept
+    assert copies() == [] and len(walks) == 2  # the kept index, every folder unchanged
+    vendored = system / "lib/sdk/third_party/pkg/core.py"
+    vendored.parent.mkdir()  # changes third_party's time, and no other folder's
+    vendored.write_text("")
+    assert copies() == ["lib/sdk/third_party/pkg"] and len(walks) == 3
+    age(vendored.parent.parent, vendored.parent)
+    assert copies() == ["lib/sdk/third_party/pkg"] and len(walks) == 4
+    assert copies() == ["lib/sdk/third_party/pkg"] and len(walks) == 4
+
+
 def test_a_tree_for_a_worker_leaves_out_history_and_bytecode(tmp_path):
     """The tar a worker takes its copies from: never .git (the history holds the originals) nor bytecode."""
     import io

@@ -21,7 +21,6 @@ import platform
 import sys
 from datetime import datetime, timezone
 from importlib import metadata
-from pathlib import Path
 from typing import Literal
 
 from packaging.markers import UndefinedEnvironmentName
@@ -29,7 +28,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from coderun import __version__
-from coderun.config import home_dir
+from coderun.config import keep, read_kept
 from coderun.errors import EnvironmentBuildError
 from coderun.records import CoderunEnvironment, Package, ProjectEnvironment, RunEnvironment
 
@@ -107,26 +106,19 @@ def _installation_key() -> list:
     return [sys.executable, sys.prefix, __version__, folders]
 
 
-def _kept_path() -> Path:
-    return home_dir() / "coderun-environment.json"
+_KEPT = "coderun-environment.json"
 
 
 def _read_kept(key: list) -> CoderunEnvironment | None:
-    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-        data = json.loads(_kept_path().read_text(encoding="utf-8"))
+    data = read_kept(_KEPT)
+    with contextlib.suppress(ValueError, KeyError, TypeError):
         if data["key"] == key:
             return CoderunEnvironment.model_validate(data["environment"])
     return None
 
 
 def _keep(key: list, env: CoderunEnvironment) -> None:
-    """Written whole or not at all (a temporary file renamed): two processes starting together both write."""
-    with contextlib.suppress(OSError):
-        path = _kept_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"key": key, "environment": env.model_dump(mode="json")}), encoding="utf-8")
-        os.replace(tmp, path)
+    keep(_KEPT, {"key": key, "environment": env.model_dump(mode="json")})
 
 
 def _read_environment() -> CoderunEnvironment:

@@ -29,6 +29,7 @@ import atexit
 import contextlib
 import functools
 import glob
+import hashlib
 import json
 import os
 import pwd
@@ -38,9 +39,12 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from coderun.config import keep, read_kept
 from coderun.envs import services
 from coderun.errors import SandboxUnavailable, ServiceError
 
@@ -179,14 +183,39 @@ def prefetch_index() -> None:
 
 @functools.cache
 def _walk_index(top: str) -> dict[str, list[str]]:
+    """The index of `top`, kept in the home for later processes with the modification time of every folder
+    walked: adding, removing or renaming an entry changes its folder's, so a kept index is used only while
+    they all match (checking them took a tenth of the walk of /usr here: 0.05 s against 0.36 s)."""
+    name = f"system-index/{hashlib.sha256(top.encode()).hexdigest()[:16]}.json"
+    kept = read_kept(name)
+    if _still_valid(kept, top):
+        return kept["index"]
+    started = time.time_ns()
     index: dict[str, list[str]] = {}
+    folders: list[tuple[str, int]] = []
     for folder, dirs, files in os.walk(top):
+        with contextlib.suppress(OSError):
+            folders.append((folder, os.stat(folder).st_mtime_ns))
         if _STDLIB_TOP.search(folder):
             dirs[:] = [d for d in dirs if d in ("site-packages", "dist-packages")]
             continue
-        for name in dirs + [f for f in files if f.endswith(".py")]:
-            index.setdefault(name, []).append(os.path.join(folder, name))
+        for entry in dirs + [f for f in files if f.endswith(".py")]:
+            index.setdefault(entry, []).append(os.path.join(folder, entry))
+    # A folder changed during the walk (or within the clock's coarseness of it) may hold what the walk
+    # did not see under a time that will still match: such a walk is not kept.
+    if folders and all(mtime < started - _RACY_NS for _, mtime in folders):
+        keep(name, {"top": top, "folders": folders, "index": index})
     return index
+
+
+_RACY_NS = 2_000_000_000
+
+
+def _still_valid(kept: Any, top: str) -> bool:
+    try:
+        return kept["top"] == top and all(os.stat(folder).st_mtime_ns == mtime for folder, mtime in kept["folders"])
+    except (OSError, KeyError, TypeError, ValueError):
+        return False
 
 
 @functools.cache
