@@ -2,6 +2,7 @@
 
     python benchmarks/build_all.py run --home EMPTY_DIR [--code CHECKOUT] [--project P ...] [-j 2]
     python benchmarks/build_all.py whole --home EMPTY_DIR [--code CHECKOUT] [--project P ...] [--like HOME]
+    python benchmarks/build_all.py pairs --home-a HOME_A --code-a OLD --home-b HOME_B --group P,Q --group R,S ...
     python benchmarks/build_all.py compare HOME_A HOME_B [--code-a DIR] [--code-b DIR] [--markdown]
 
 `run` builds each project with `coderun tasks build P -j J` in turn, as `tasks build --all` does, in a
@@ -23,6 +24,16 @@ print them as a share of the cores over the wall time: the work a build costs, a
 on the cores and from the machine's speed, which differs between machines of the same size. The machine's
 own busy share over the same time (`machine_busy`, from /proc/stat: every process, this build's and any
 other's) says how much of the cores the build left idle, on a machine with nothing else running.
+
+`pairs` measures two codes back to back in groups of projects, for a comparison too long for one sitting on a
+slow machine: per group, A's `run` of its projects and B's `whole` of them, one right after the other (B
+first in the first, third, ... group, A first in the others, so that the machine's drift within a pair
+cancels over the pairs), each side in one home for every group. B's wall time is then the sum of its
+groups' commands: each group's command ends with its own tail (its last builds alone on the cores), which
+one command for every project would not have, so the sum is at least what `tasks build --all` would take.
+A's is the same sum as one `run` (it builds one project after another anyway). A group already done on a
+side is not built again, so pairs left for later go on in another sitting; a group B did not finish is
+built again in full (a stopped `whole` leaves no total).
 
 `compare` reads two such homes: per project both wall times and their ratio, the verified tasks of each, and
 whether the verified sets, their mapped tests and their pass+ input counts are the same (read with
@@ -146,25 +157,60 @@ def whole(args) -> int:
     code = args.code.resolve() if args.code else None
     projects = args.project or (sorted(done_already(args.like.resolve().with_suffix(".jsonl")), key=str.lower)
                                 if args.like else shipped_projects(code or Path(__file__).resolve().parents[1]))
+    build_whole(projects, home, code)
+    return 0
+
+
+def build_whole(projects: list[str], home: Path, code: Path | None) -> dict:
+    """One `tasks build` of `projects` in `home`, timed; its total is added to HOME.total.json's groups and
+    each project's own time (from its stored report) to HOME.jsonl."""
     home.mkdir(parents=True, exist_ok=True)
     print(f"{len(projects)} projects in one command, home {home}, code {code or 'this checkout'}, "
           f"{os.cpu_count()} cores", flush=True)
     load, start, cpu, jiffies = os.getloadavg()[0], time.monotonic(), children_cpu(), cpu_jiffies()
-    with home.with_suffix(".log").open("w") as log:
+    with home.with_suffix(".log").open("a") as log:
         rc = run_coderun(["-m", "coderun", "tasks", "build", *projects], home, code,
                          stdout=log, stderr=subprocess.STDOUT).returncode
     total = {"projects": projects, "seconds": round(time.monotonic() - start, 1), "rc": rc,
              "cpu_seconds": round(children_cpu() - cpu, 1), "machine_busy": machine_busy(jiffies, cpu_jiffies()),
-             "load_before": round(load, 2), "load_after": round(os.getloadavg()[0], 2)}
-    home.with_suffix(".total.json").write_text(json.dumps(total, indent=1))
+             "load_before": round(load, 2), "load_after": round(os.getloadavg()[0], 2),
+             "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    groups = [g for g in whole_groups(home) if not set(g["projects"]) & set(projects)]
+    home.with_suffix(".total.json").write_text(json.dumps({"groups": [*groups, total]}, indent=1))
     reports = stored_reports(home, code)
-    with home.with_suffix(".jsonl").open("w") as out:
-        for p in projects:
-            out.write(json.dumps({"project": p, "seconds": reports.get(p, {}).get("seconds", 0.0), "rc": rc}) + "\n")
+    rows = {**done_already(home.with_suffix(".jsonl")),
+            **{p: {"project": p, "seconds": reports.get(p, {}).get("seconds", 0.0), "rc": rc} for p in projects}}
+    home.with_suffix(".jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows.values()))
     print(f"wall {total['seconds']:.1f} s, exit {rc}, load {total['load_before']:.1f} -> {total['load_after']:.1f}; "
-          f"sum of the projects' own times {sum(r.get('seconds', 0.0) for r in reports.values()):.1f} s; "
+          f"sum of the projects' own times {sum(reports.get(p, {}).get('seconds', 0.0) for p in projects):.1f} s; "
           f"CPU {total['cpu_seconds']:.0f} s ({busy(total['cpu_seconds'], total['seconds'])} of the cores); "
-          f"machine busy {share(total['machine_busy'])}")
+          f"machine busy {share(total['machine_busy'])}", flush=True)
+    return total
+
+
+def whole_groups(home: Path) -> list[dict]:
+    """The `whole` commands that built `home`, each {projects, seconds, ...} (one, in older files)."""
+    path = home.with_suffix(".total.json")
+    if not path.exists():
+        return []
+    total = json.loads(path.read_text())
+    return total.get("groups", [total])
+
+
+def pairs(args) -> int:
+    home_a, home_b = args.home_a.resolve(), args.home_b.resolve()
+    code_a, code_b = (c.resolve() if c else None for c in (args.code_a, args.code_b))
+    groups = [[p for p in g.split(",") if p] for g in args.group]
+    for i, group in enumerate(groups, 1):
+        b_done = any(sorted(g["projects"]) == sorted(group) for g in whole_groups(home_b))
+        sides = ["b", "a"] if i % 2 else ["a", "b"]
+        for side in sides:
+            if side == "a" and not set(group) <= done_already(home_a.with_suffix(".jsonl")).keys():
+                print(f"group {i}/{len(groups)}, A: {', '.join(group)}", flush=True)
+                run(argparse.Namespace(home=home_a, code=code_a, project=group, jobs=args.jobs))
+            elif side == "b" and not b_done:
+                print(f"group {i}/{len(groups)}, B: {', '.join(group)}", flush=True)
+                build_whole(group, home_b, code_b)
     return 0
 
 
@@ -230,7 +276,7 @@ def compare(args) -> int:
     walls = [_wall(h, common) for h in homes]
     if any(w is not None for w in walls):  # a home built in one command: its wall time, not the sum
         wall = [w if w is not None else t for w, t in zip(walls, total[:2], strict=True)]
-        rows.append(_row("wall time, one command where one built them", [*wall, *total[2:]], ""))
+        rows.append(_row("wall time, one command (or one a group) where one built them", [*wall, *total[2:]], ""))
     print(render(head, rows, args.markdown))
     for line in differences:
         print(f"- {line}" if args.markdown else f"  {line}")
@@ -238,12 +284,11 @@ def compare(args) -> int:
 
 
 def _wall(home: Path, common: list[str]) -> float | None:
-    """The wall time of the one command that built `home` (`whole`), when it built just these projects."""
-    path = home.with_suffix(".total.json")
-    if not path.exists():
-        return None
-    total = json.loads(path.read_text())
-    return total["seconds"] if sorted(total["projects"], key=str.lower) == common else None
+    """The wall time of the commands that built `home` (`whole`, one or a group each), summed, when together
+    they built just these projects."""
+    groups = whole_groups(home)
+    built = sorted((p for g in groups for p in g["projects"]), key=str.lower)
+    return sum(g["seconds"] for g in groups) if groups and built == common else None
 
 
 def _row(name: str, figures: list, same: str) -> list[str]:
@@ -264,6 +309,13 @@ def main() -> int:
     w.add_argument("--code", type=Path, help="another checkout of coderun to run (default: this one)")
     w.add_argument("--project", action="append", default=[], help="only these projects (repeatable)")
     w.add_argument("--like", type=Path, help="the projects this home (built by `run`) holds")
+    pr = sub.add_parser("pairs", help="two codes back to back, a group of projects at a time")
+    pr.add_argument("--home-a", type=Path, required=True, help="A's CODERUN_HOME (built by `run`)")
+    pr.add_argument("--code-a", type=Path, help="A's checkout (default: this one)")
+    pr.add_argument("--home-b", type=Path, required=True, help="B's CODERUN_HOME (built by `whole`, per group)")
+    pr.add_argument("--code-b", type=Path, help="B's checkout (default: this one)")
+    pr.add_argument("--group", action="append", required=True, help="a group's projects, comma-separated")
+    pr.add_argument("-j", "--jobs", type=int, default=2, help="A's tasks build -j (default 2)")
     c = sub.add_parser("compare", help="two homes built by `run` or `whole`, per project")
     c.add_argument("home_a", type=Path)
     c.add_argument("home_b", type=Path)
@@ -271,7 +323,7 @@ def main() -> int:
     c.add_argument("--code-b", type=Path, help="the checkout that built HOME_B (default: this one)")
     c.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
-    return {"run": run, "whole": whole, "compare": compare}[args.command](args)
+    return {"run": run, "whole": whole, "pairs": pairs, "compare": compare}[args.command](args)
 
 
 if __name__ == "__main__":
